@@ -1,0 +1,358 @@
+// Builder ops and the module printer (see builder.h). Every op: shape rule, attributes, emit().
+#include "hlo/builder.h"
+
+#include <cctype>
+
+#include "hlo/printer.h"
+#include "hlo/shape.h"
+
+namespace tpu::hlo {
+namespace {
+
+using print::cat;
+
+[[noreturn]] void fail(Op op, const std::string& msg) { throw Error(op_name(op) + ": " + msg); }
+
+std::vector<TensorType> types(const Values& vs) {
+  std::vector<TensorType> ts;
+  for (auto& v : vs) ts.push_back(v.type);
+  return ts;
+}
+std::string type_list(const std::vector<TensorType>& ts) {
+  std::string s;
+  for (size_t i = 0; i < ts.size(); ++i) s += (i ? ", " : "") + ts[i].str();
+  return s;
+}
+std::string name_list(const Values& vs) {
+  std::string s;
+  for (size_t i = 0; i < vs.size(); ++i) s += (i ? ", " : "") + vs[i].name();
+  return s;
+}
+Values cat_values(Values a, const Values& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+void check_static(Op op, const TensorType& t) {
+  for (int64_t d : t.dims)
+    if (d < 0) fail(op, "dynamic or negative dimension in " + t.str());
+}
+
+}  // namespace
+
+struct Builder::State {
+  int next_id = 0, next_scope = 0;
+};
+
+Builder::Builder(State* st, const Builder* parent, bool isolated)
+    : st_(st), parent_(parent), isolated_(isolated), scope_(st->next_scope++), depth_(parent ? parent->depth_ + 2 : 2) {}
+
+void Builder::check_visible(Op op, const Value& v) const {
+  if (v.scope < 0) fail(op, "operand is an uninitialized Value");
+  for (const Builder* b = this; b; b = b->isolated_ ? nullptr : b->parent_)
+    if (b->scope_ == v.scope) return;
+  fail(op, cat("operand ", v.name(), " is not visible here (defined in another region, or captured by a body that "
+               "must not capture)"));
+}
+
+Values Builder::emit(Op op, const Values& operands, const std::vector<TensorType>& results, const Attrs& attrs,
+                     const std::vector<std::string>& regions) {
+  for (auto& v : operands) check_visible(op, v);
+  Values out;
+  for (auto& t : results) out.push_back({st_->next_id++, scope_, t});
+  std::string s(depth_, ' ');
+  if (!out.empty()) s += name_list(out) + " = ";
+  s += cat('"', op_name(op), "\"(", name_list(operands), ")");
+  for (size_t i = 0; i < regions.size(); ++i) s += (i ? ", " : " (") + regions[i] + (i + 1 == regions.size() ? ")" : "");
+  for (size_t i = 0; i < attrs.size(); ++i)
+    s += cat(i ? ", " : " {", attrs[i].first, " = ", attrs[i].second, i + 1 == attrs.size() ? "}" : "");
+  s += cat(" : (", type_list(types(operands)), ") -> ");
+  s += results.size() == 1 ? results[0].str() : "(" + type_list(results) + ")";
+  text_ += s + "\n";
+  return out;
+}
+
+std::string Builder::region(Op op, const char* what, const std::vector<TensorType>& arg_types,
+                            const std::vector<TensorType>* want, const Body& body, bool isolated,
+                            std::vector<TensorType>* got) {
+  Builder r(st_, this, isolated);
+  Values args;
+  std::string head;
+  for (auto& t : arg_types) {
+    args.push_back({st_->next_id++, r.scope_, t});
+    head += cat(head.empty() ? "" : ", ", args.back().name(), ": ", t.str());
+  }
+  Values res = body(r, args);
+  if (want && res.size() != want->size())
+    fail(op, cat(what, " returned ", res.size(), " values, expected ", want->size()));
+  for (size_t i = 0; want && i < res.size(); ++i)
+    if (res[i].type != (*want)[i])
+      fail(op, cat(what, " result ", i, " is ", res[i].type.str(), ", expected ", (*want)[i].str()));
+  if (got) *got = types(res);
+  r.emit(Op::Return, res, {});
+  std::string label = head.empty() ? "" : std::string(depth_ + 1, ' ') + "^bb0(" + head + "):\n";
+  return "{\n" + label + r.text_ + std::string(depth_, ' ') + "}";
+}
+
+// ---- constants and elementwise ----
+
+Value Builder::constant(const TensorType& t, const void* data, size_t nbytes) {
+  shape::constant(t, nbytes);
+  return emit(Op::Constant, {}, {t}, {{"value", print::dense(t, data, nbytes)}})[0];
+}
+
+Value Builder::splat(const TensorType& t, double re, double im) {
+  shape::constant(t, byte_size(t.dtype));
+  return emit(Op::Constant, {}, {t}, {{"value", print::splat(t, re, im)}})[0];
+}
+
+Value Builder::iota(const TensorType& t, int64_t dim) {
+  shape::iota(t, dim);
+  return emit(Op::Iota, {}, {t}, {{"iota_dimension", print::i64(dim)}})[0];
+}
+
+Value Builder::unary(Op op, Value x) { return emit(op, {x}, {shape::unary(op, x.type)})[0]; }
+Value Builder::binary(Op op, Value a, Value b) { return emit(op, {a, b}, {shape::binary(op, a.type, b.type)})[0]; }
+
+Value Builder::compare(Value a, Value b, Cmp dir, CmpType type) {
+  TensorType t = shape::compare(a.type, b.type, dir, type);
+  if (type == CmpType::Auto) type = shape::compare_type(a.type.dtype);
+  return emit(Op::Compare, {a, b}, {t}, {{"comparison_direction", print::cmp(dir)}, {"compare_type", print::cmp_type(type)}})[0];
+}
+
+Value Builder::select(Value p, Value t, Value f) { return emit(Op::Select, {p, t, f}, {shape::select(p.type, t.type, f.type)})[0]; }
+Value Builder::clamp(Value lo, Value x, Value hi) { return emit(Op::Clamp, {lo, x, hi}, {shape::clamp(lo.type, x.type, hi.type)})[0]; }
+Value Builder::convert(Value x, DType to) { return emit(Op::Convert, {x}, {shape::convert(x.type, to)})[0]; }
+Value Builder::bitcast_convert(Value x, DType to) {
+  return emit(Op::BitcastConvert, {x}, {shape::bitcast_convert(x.type, to)})[0];
+}
+
+// ---- shape manipulation ----
+
+Value Builder::broadcast_in_dim(Value x, const Dims& out_dims, const Dims& bdims) {
+  return emit(Op::BroadcastInDim, {x}, {shape::broadcast_in_dim(x.type, out_dims, bdims)},
+              {{"broadcast_dimensions", print::array(bdims)}})[0];
+}
+
+Value Builder::reshape(Value x, const Dims& dims) { return emit(Op::Reshape, {x}, {shape::reshape(x.type, dims)})[0]; }
+
+Value Builder::transpose(Value x, const Dims& perm) {
+  return emit(Op::Transpose, {x}, {shape::transpose(x.type, perm)}, {{"permutation", print::array(perm)}})[0];
+}
+
+Value Builder::reverse(Value x, const Dims& dims) {
+  return emit(Op::Reverse, {x}, {shape::reverse(x.type, dims)}, {{"dimensions", print::array(dims)}})[0];
+}
+
+Value Builder::slice(Value x, const Dims& start, const Dims& limit, const Dims& strides) {
+  TensorType t = shape::slice(x.type, start, limit, strides);
+  return emit(Op::Slice, {x}, {t},
+              {{"start_indices", print::array(start)}, {"limit_indices", print::array(limit)},
+               {"strides", print::array(strides.empty() ? Dims(x.type.rank(), 1) : strides)}})[0];
+}
+
+Value Builder::dynamic_slice(Value x, const Values& starts, const Dims& sizes) {
+  TensorType t = shape::dynamic_slice(x.type, types(starts), sizes);
+  return emit(Op::DynamicSlice, cat_values({x}, starts), {t}, {{"slice_sizes", print::array(sizes)}})[0];
+}
+
+Value Builder::dynamic_update_slice(Value x, Value update, const Values& starts) {
+  TensorType t = shape::dynamic_update_slice(x.type, update.type, types(starts));
+  return emit(Op::DynamicUpdateSlice, cat_values({x, update}, starts), {t})[0];
+}
+
+Value Builder::concatenate(const Values& xs, int64_t dim) {
+  return emit(Op::Concatenate, xs, {shape::concatenate(types(xs), dim)}, {{"dimension", print::i64(dim)}})[0];
+}
+
+Value Builder::pad(Value x, Value pv, const Dims& low, const Dims& high, const Dims& interior) {
+  TensorType t = shape::pad(x.type, pv.type, low, high, interior);
+  return emit(Op::Pad, {x, pv}, {t},
+              {{"edge_padding_low", print::array(low)}, {"edge_padding_high", print::array(high)},
+               {"interior_padding", print::array(interior.empty() ? Dims(x.type.rank(), 0) : interior)}})[0];
+}
+
+// ---- ops with bodies ----
+
+Values Builder::reduce(const Values& inputs, const Values& inits, const Dims& dims, const Body& body) {
+  auto out = shape::reduce(types(inputs), types(inits), dims);
+  auto s = shape::scalars(types(inits));
+  auto args = s;
+  args.insert(args.end(), s.begin(), s.end());
+  std::string r = region(Op::Reduce, "body", args, &s, body, true);
+  return emit(Op::Reduce, cat_values(inputs, inits), out, {{"dimensions", print::array(dims)}}, {r});
+}
+
+Values Builder::reduce_window(const Values& inputs, const Values& inits, const Window& w, const Body& body) {
+  auto out = shape::reduce_window(types(inputs), types(inits), w);
+  Window f = shape::full_window(Op::ReduceWindow, w, inputs[0].type.rank());
+  auto s = shape::scalars(types(inits));
+  auto args = s;
+  args.insert(args.end(), s.begin(), s.end());
+  std::string r = region(Op::ReduceWindow, "body", args, &s, body, true);
+  return emit(Op::ReduceWindow, cat_values(inputs, inits), out,
+              {{"window_dimensions", print::array(f.dims)}, {"window_strides", print::array(f.strides)},
+               {"base_dilations", print::array(f.base_dilations)},
+               {"window_dilations", print::array(f.window_dilations)}, {"padding", print::padding(f.padding)}},
+              {r});
+}
+
+Value Builder::select_and_scatter(Value operand, Value source, Value init, const Window& w, const Body& select,
+                                  const Body& scatter) {
+  const Op op = Op::SelectAndScatter;
+  TensorType t = shape::select_and_scatter(operand.type, source.type, init.type, w);
+  Window f = shape::full_window(op, w, operand.type.rank());
+  TensorType e = scalar(operand.type.dtype);
+  std::vector<TensorType> pred = {scalar(DType::Pred)}, one = {e};
+  std::string rs = region(op, "select", {e, e}, &pred, select, true);
+  std::string rc = region(op, "scatter", {e, e}, &one, scatter, true);
+  return emit(op, {operand, source, init}, {t},
+              {{"window_dimensions", print::array(f.dims)}, {"window_strides", print::array(f.strides)},
+               {"padding", print::padding(f.padding)}},
+              {rs, rc})[0];
+}
+
+Values Builder::sort(const Values& inputs, int64_t dim, bool is_stable, const Body& comparator) {
+  auto out = shape::sort(types(inputs), dim);
+  std::vector<TensorType> args;
+  for (auto& v : inputs) args.insert(args.end(), 2, scalar(v.type.dtype));
+  std::vector<TensorType> pred = {scalar(DType::Pred)};
+  std::string r = region(Op::Sort, "comparator", args, &pred, comparator, true);
+  return emit(Op::Sort, inputs, out, {{"dimension", print::i64(dim)}, {"is_stable", print::boolean(is_stable)}}, {r});
+}
+
+Values Builder::scatter(const Values& inputs, Value indices, const Values& updates, const ScatterDims& d,
+                        const Body& body, bool sorted, bool unique) {
+  auto out = shape::scatter(types(inputs), indices.type, types(updates), d);
+  auto s = shape::scalars(types(inputs));
+  auto args = s;
+  args.insert(args.end(), s.begin(), s.end());
+  std::string r = region(Op::Scatter, "body", args, &s, body, true);
+  return emit(Op::Scatter, cat_values(cat_values(inputs, {indices}), updates), out,
+              {{"scatter_dimension_numbers", print::scatter(d)}, {"indices_are_sorted", print::boolean(sorted)},
+               {"unique_indices", print::boolean(unique)}},
+              {r});
+}
+
+Values Builder::while_(const Values& init, const Body& cond, const Body& body) {
+  auto ts = types(init);
+  std::vector<TensorType> pred = {scalar(DType::Pred)};
+  std::string c = region(Op::While, "cond", ts, &pred, cond, false);
+  std::string b = region(Op::While, "body", ts, &ts, body, false);
+  return emit(Op::While, init, ts, {}, {c, b});
+}
+
+Values Builder::case_(Value index, const std::vector<Body>& branches) {
+  const Op op = Op::Case;
+  if (index.type != scalar(DType::S32)) fail(op, "index must be tensor<i32>, got " + index.type.str());
+  if (branches.empty()) fail(op, "needs at least one branch");
+  std::vector<TensorType> ts;  // fixed by the first branch
+  std::vector<std::string> rs;
+  for (size_t i = 0; i < branches.size(); ++i)
+    rs.push_back(region(op, "branch", {}, i ? &ts : nullptr, branches[i], false, &ts));
+  return emit(op, {index}, ts, {}, rs);
+}
+
+// ---- contractions and indexing ----
+
+Value Builder::dot_general(Value lhs, Value rhs, const DotDims& d, Precision lp, Precision rp, std::optional<DType> rt) {
+  TensorType t = shape::dot_general(lhs.type, rhs.type, d, rt);
+  return emit(Op::DotGeneral, {lhs, rhs}, {t},
+              {{"dot_dimension_numbers", print::dot(d)}, {"precision_config", print::precision(lp, rp)}})[0];
+}
+
+Value Builder::convolution(Value lhs, Value rhs, const ConvConfig& c) {
+  TensorType t = shape::convolution(lhs.type, rhs.type, c);
+  const int64_t n = lhs.type.rank() - 2;
+  auto ones = [n](const Dims& d) { return d.empty() ? Dims(n, 1) : d; };
+  return emit(Op::Convolution, {lhs, rhs}, {t},
+              {{"window_strides", print::array(ones(c.window_strides))},
+               {"padding", print::padding(c.padding.empty() ? Padding(n, {0, 0}) : c.padding)},
+               {"lhs_dilation", print::array(ones(c.lhs_dilation))},
+               {"rhs_dilation", print::array(ones(c.rhs_dilation))},
+               {"dimension_numbers", print::conv(c.dims)},
+               {"feature_group_count", print::i64(c.feature_group_count)},
+               {"batch_group_count", print::i64(c.batch_group_count)},
+               {"precision_config", print::precision(c.lhs_precision, c.rhs_precision)}})[0];
+}
+
+Value Builder::gather(Value operand, Value indices, const GatherDims& d, const Dims& sizes, bool sorted) {
+  TensorType t = shape::gather(operand.type, indices.type, d, sizes);
+  return emit(Op::Gather, {operand, indices}, {t},
+              {{"dimension_numbers", print::gather(d)}, {"slice_sizes", print::array(sizes)},
+               {"indices_are_sorted", print::boolean(sorted)}})[0];
+}
+
+// ---- misc ----
+
+std::pair<Value, Value> Builder::rng_bit_generator(Value state, RngAlgorithm alg, const TensorType& out) {
+  auto r = emit(Op::RngBitGenerator, {state}, shape::rng_bit_generator(state.type, alg, out),
+                {{"rng_algorithm", print::rng(alg)}});
+  return {r[0], r[1]};
+}
+
+Values Builder::custom_call(const std::string& target, const Values& operands, const std::vector<TensorType>& results,
+                            const CustomCallOptions& o) {
+  for (auto& t : results) check_static(Op::CustomCall, t);
+  if (target.empty()) fail(Op::CustomCall, "call_target_name is empty");
+  Attrs a = {{"call_target_name", print::string(target)},
+             {"has_side_effect", print::boolean(o.has_side_effect)},
+             {"backend_config", print::string(o.backend_config)}};
+  if (o.api_version) a.push_back({"api_version", cat(*o.api_version, " : i32")});
+  a.insert(a.end(), o.extra.begin(), o.extra.end());
+  return emit(Op::CustomCall, operands, results, a);
+}
+
+Values Builder::optimization_barrier(const Values& xs) { return emit(Op::OptimizationBarrier, xs, types(xs)); }
+
+// ---- module ----
+
+Module::Module(std::string name) : name_(std::move(name)), st_(new Builder::State) {
+  bool ok = !name_.empty() && !std::isdigit(static_cast<unsigned char>(name_[0]));
+  for (char c : name_) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.');
+  if (!ok) throw Error("module: bad name '" + name_ + "'");
+  body_.reset(new Builder(st_.get(), nullptr, false));
+}
+Module::~Module() = default;
+
+Value Module::arg(const TensorType& t, int alias_output) {
+  if (returned_) throw Error("func.func: arg() after ret()");
+  for (int64_t d : t.dims)
+    if (d < 0) throw Error("func.func: dynamic or negative dimension in argument " + t.str());
+  arg_types_.push_back(t);
+  aliases_.push_back(alias_output);
+  return {-static_cast<int>(arg_types_.size()), body_->scope_, t};
+}
+
+void Module::ret(const Values& results) {
+  if (returned_) throw Error("func.return: ret() called twice");
+  for (auto& v : results) {
+    if (v.scope != body_->scope_) throw Error("func.return: " + v.name() + " is not a value of this function's body");
+  }
+  result_types_ = types(results);
+  std::vector<bool> taken(results.size());
+  for (size_t i = 0; i < aliases_.size(); ++i) {
+    int a = aliases_[i];
+    if (a < 0) continue;
+    if (a >= static_cast<int>(results.size()) || taken[a])
+      throw Error(cat("func.func: argument ", i, " aliases output ", a, ", which is missing or already aliased"));
+    if (result_types_[a] != arg_types_[i])
+      throw Error(cat("func.func: argument ", i, " ", arg_types_[i].str(), " cannot alias output ", a, " ",
+                      result_types_[a].str()));
+    taken[a] = true;
+  }
+  ret_ = cat("    \"func.return\"(", name_list(results), ") : (", type_list(result_types_), ") -> ()\n");
+  returned_ = true;
+}
+
+std::string Module::str() const {
+  if (!returned_) throw Error("func.func: str() before ret()");
+  std::string args;
+  for (size_t i = 0; i < arg_types_.size(); ++i) {
+    args += cat(i ? ", " : "", "%arg", i, ": ", arg_types_[i].str());
+    if (aliases_[i] >= 0) args += cat(" {tf.aliasing_output = ", aliases_[i], " : i32}");
+  }
+  return cat("module @", name_, " {\n  func.func public @main(", args, ") -> (", type_list(result_types_), ") {\n",
+             body_->text_, ret_, "  }\n}\n");
+}
+
+}  // namespace tpu::hlo

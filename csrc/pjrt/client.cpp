@@ -1,0 +1,392 @@
+#include "pjrt/client.h"
+
+#include <cstring>
+
+namespace tpu::pjrt {
+using abi::Fn;
+
+namespace {
+// (our dtype, PJRT type) pairs; the one place the two enums meet.
+constexpr std::pair<DType, abi::BufferType> kTypes[] = {
+    {DType::Pred, abi::BufferType::PRED}, {DType::S8, abi::BufferType::S8},
+    {DType::S16, abi::BufferType::S16}, {DType::S32, abi::BufferType::S32},
+    {DType::S64, abi::BufferType::S64}, {DType::U8, abi::BufferType::U8},
+    {DType::U16, abi::BufferType::U16}, {DType::U32, abi::BufferType::U32},
+    {DType::U64, abi::BufferType::U64}, {DType::F16, abi::BufferType::F16},
+    {DType::BF16, abi::BufferType::BF16}, {DType::F32, abi::BufferType::F32},
+    {DType::F64, abi::BufferType::F64}, {DType::C64, abi::BufferType::C64},
+    {DType::C128, abi::BufferType::C128}, {DType::F8E5M2, abi::BufferType::F8E5M2},
+    {DType::F8E4M3FN, abi::BufferType::F8E4M3FN}, {DType::F8E5M2FNUZ, abi::BufferType::F8E5M2FNUZ},
+    {DType::F8E4M3FNUZ, abi::BufferType::F8E4M3FNUZ}, {DType::F8E8M0FNU, abi::BufferType::F8E8M0FNU},
+};
+
+int64_t num_elements(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d < 0) throw Error(abi::ErrorCode::INVALID_ARGUMENT, "negative dimension " + std::to_string(d));
+    n *= d;
+  }
+  return n;
+}
+
+void append_varint(std::string& out, uint64_t v) {
+  do {
+    uint8_t byte = v & 0x7f;
+    v >>= 7;
+    out.push_back(static_cast<char>(byte | (v ? 0x80 : 0)));
+  } while (v);
+}
+}  // namespace
+
+abi::BufferType to_buffer_type(DType t) {
+  for (auto [ours, theirs] : kTypes)
+    if (ours == t) return theirs;
+  // Unreachable for a valid DType; guards the plugin, which aborts on an invalid type.
+  throw Error(abi::ErrorCode::INVALID_ARGUMENT, "invalid dtype");
+}
+
+DType from_buffer_type(abi::BufferType t) {
+  for (auto [ours, theirs] : kTypes)
+    if (theirs == t) return ours;
+  throw Error(abi::ErrorCode::UNIMPLEMENTED,
+              "PJRT buffer type " + std::to_string(static_cast<int>(t)) + " has no torch dtype");
+}
+
+// ---- Event
+
+Event& Event::operator=(Event&& o) noexcept {
+  std::swap(plugin_, o.plugin_);
+  std::swap(event_, o.event_);
+  return *this;
+}
+
+Event::~Event() {
+  if (!event_) return;
+  abi::Event_Destroy_Args a{};
+  a.event = event_;
+  try { plugin_->call(Fn::Event_Destroy, a); } catch (const Error&) {}
+}
+
+void Event::await() {
+  if (!event_) return;
+  abi::Event_Await_Args a{};
+  a.event = event_;
+  plugin_->call(Fn::Event_Await, a);
+}
+
+bool Event::is_ready() const {
+  if (!event_) return true;
+  abi::Event_IsReady_Args a{};
+  a.event = event_;
+  plugin_->call(Fn::Event_IsReady, a);
+  return a.is_ready;
+}
+
+void Event::on_ready(std::function<void(const std::string&)> done) {
+  if (!event_) return done("");
+  struct Ctx { const Plugin* plugin; std::function<void(const std::string&)> done; };
+  abi::Event_OnReady_Args a{};
+  a.event = event_;
+  a.user_arg = new Ctx{plugin_, std::move(done)};
+  a.callback = [](abi::Error* err, void* arg) {
+    std::unique_ptr<Ctx> ctx(static_cast<Ctx*>(arg));
+    ctx->done(ctx->plugin->take_message(err));
+  };
+  plugin_->call(Fn::Event_OnReady, a);
+}
+
+// ---- ClientState / Buffer
+
+ClientState::~ClientState() {
+  abi::Client_Destroy_Args a{};
+  a.client = client;
+  try { plugin->call(Fn::Client_Destroy, a); } catch (const Error&) {}
+}
+
+Buffer::~Buffer() {
+  if (!buffer_) return;
+  abi::Buffer_Destroy_Args a{};
+  a.buffer = buffer_;
+  try { client_->plugin->call(Fn::Buffer_Destroy, a); } catch (const Error&) {}
+}
+
+DType Buffer::dtype() const {
+  abi::Buffer_ElementType_Args a{};
+  a.buffer = buffer_;
+  client_->plugin->call(Fn::Buffer_ElementType, a);
+  return from_buffer_type(a.type);
+}
+
+std::vector<int64_t> Buffer::dims() const {
+  abi::Buffer_Dimensions_Args a{};
+  a.buffer = buffer_;
+  client_->plugin->call(Fn::Buffer_Dimensions, a);
+  return {a.dims, a.dims + a.num_dims};
+}
+
+size_t Buffer::on_device_bytes() const {
+  abi::Buffer_OnDeviceSizeInBytes_Args a{};
+  a.buffer = buffer_;
+  client_->plugin->call(Fn::Buffer_OnDeviceSizeInBytes, a);
+  return a.size;
+}
+
+abi::Device* Buffer::device() const {
+  abi::Buffer_Device_Args a{};
+  a.buffer = buffer_;
+  client_->plugin->call(Fn::Buffer_Device, a);
+  return a.device;
+}
+
+bool Buffer::is_deleted() const {
+  abi::Buffer_IsDeleted_Args a{};
+  a.buffer = buffer_;
+  client_->plugin->call(Fn::Buffer_IsDeleted, a);
+  return a.is_deleted;
+}
+
+Event Buffer::ready_event() const {
+  abi::Buffer_ReadyEvent_Args a{};
+  a.buffer = buffer_;
+  client_->plugin->call(Fn::Buffer_ReadyEvent, a);
+  return Event(client_->plugin, a.event);
+}
+
+Event Buffer::to_host_async(void* dst, size_t size) const {
+  size_t need = num_elements(dims()) * byte_size(dtype());
+  if (size != need)
+    throw Error(abi::ErrorCode::INVALID_ARGUMENT, "device-to-host copy: destination holds " +
+                std::to_string(size) + " bytes, buffer needs " + std::to_string(need));
+  abi::Buffer_ToHostBuffer_Args a{};
+  a.src = buffer_;
+  a.dst = dst;
+  a.dst_size = size;
+  client_->plugin->call(Fn::Buffer_ToHostBuffer, a);
+  return Event(client_->plugin, a.event);
+}
+
+Buffer Buffer::copy_to_device(abi::Device* device) const {
+  abi::Buffer_CopyToDevice_Args a{};
+  a.buffer = buffer_;
+  a.dst_device = device;
+  client_->plugin->call(Fn::Buffer_CopyToDevice, a);
+  return Buffer(client_, a.dst_buffer);
+}
+
+// ---- Executable
+
+Executable::Executable(ClientRef client, abi::LoadedExecutable* exe)
+    : client_(std::move(client)), exe_(exe) {
+  abi::LoadedExecutable_GetExecutable_Args g{};
+  g.loaded = exe_;
+  client_->plugin->call(Fn::LoadedExecutable_GetExecutable, g);
+  abi::Executable_NumOutputs_Args n{};
+  n.executable = g.executable;
+  client_->plugin->call(Fn::Executable_NumOutputs, n);
+  num_outputs_ = n.num_outputs;
+  abi::Executable_Destroy_Args d{};
+  d.executable = g.executable;
+  client_->plugin->call(Fn::Executable_Destroy, d);
+}
+
+Executable::~Executable() {
+  abi::LoadedExecutable_Destroy_Args a{};
+  a.executable = exe_;
+  try { client_->plugin->call(Fn::LoadedExecutable_Destroy, a); } catch (const Error&) {}
+}
+
+std::string Executable::serialize() const {
+  abi::LoadedExecutable_GetExecutable_Args g{};
+  g.loaded = exe_;
+  client_->plugin->call(Fn::LoadedExecutable_GetExecutable, g);
+  abi::Executable_Serialize_Args s{};
+  s.executable = g.executable;
+  std::string out;
+  try {
+    client_->plugin->call(Fn::Executable_Serialize, s);
+    out.assign(s.bytes, s.size);
+  } catch (...) {
+    abi::Executable_Destroy_Args d{};
+    d.executable = g.executable;
+    client_->plugin->call(Fn::Executable_Destroy, d);
+    throw;
+  }
+  if (s.deleter) s.deleter(s.serialized);
+  abi::Executable_Destroy_Args d{};
+  d.executable = g.executable;
+  client_->plugin->call(Fn::Executable_Destroy, d);
+  return out;
+}
+
+std::vector<Buffer> Executable::execute(const std::vector<const Buffer*>& args, abi::Device* device,
+                                        const std::vector<bool>& donated, Event* done) const {
+  std::vector<abi::Buffer*> arg_handles;
+  std::vector<int64_t> keep;
+  for (size_t i = 0; i < args.size(); ++i) {
+    arg_handles.push_back(args[i]->get());
+    if (i >= donated.size() || !donated[i]) keep.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<abi::Buffer*> outs(num_outputs_, nullptr);
+  abi::Buffer* const* arg_list = arg_handles.data();
+  abi::Buffer** out_list = outs.data();
+  abi::Event* event = nullptr;
+
+  abi::ExecuteOptions opts{};
+  opts.h.struct_size = sizeof(opts);
+  opts.non_donatable_input_indices = keep.data();
+  opts.num_non_donatable_input_indices = keep.size();
+  abi::LoadedExecutable_Execute_Args a{};
+  a.executable = exe_;
+  a.options = &opts;
+  a.argument_lists = &arg_list;
+  a.num_devices = 1;
+  a.num_args = args.size();
+  a.output_lists = &out_list;
+  a.device_complete_events = done ? &event : nullptr;
+  a.execute_device = device;
+  client_->plugin->call(Fn::LoadedExecutable_Execute, a);
+
+  std::vector<Buffer> result;
+  result.reserve(outs.size());
+  for (abi::Buffer* b : outs) result.emplace_back(client_, b);
+  if (done) *done = Event(client_->plugin, event);
+  return result;
+}
+
+// ---- Client
+
+Client::Client(const Plugin& plugin, const std::vector<Option>& options) {
+  std::vector<abi::NamedValue> values(options.size());
+  for (size_t i = 0; i < options.size(); ++i) {
+    const Option& o = options[i];
+    abi::NamedValue& v = values[i];
+    v.h.struct_size = sizeof(v);
+    v.name = o.name.c_str();
+    v.name_size = o.name.size();
+    v.value_size = 1;
+    if (o.kind == Option::Int) { v.type = abi::NamedValueType::Int64; v.int64_value = o.i; }
+    if (o.kind == Option::Bool) { v.type = abi::NamedValueType::Bool; v.bool_value = o.b; }
+    if (o.kind == Option::String) {
+      v.type = abi::NamedValueType::String;
+      v.string_value = o.s.c_str();
+      v.value_size = o.s.size();
+    }
+  }
+  abi::Client_Create_Args a{};
+  a.create_options = values.data();
+  a.num_options = values.size();
+  plugin.call(Fn::Client_Create, a);
+  state_.reset(new ClientState{&plugin, a.client});
+
+  abi::Client_AddressableDevices_Args d{};
+  d.client = a.client;
+  plugin.call(Fn::Client_AddressableDevices, d);
+  devices_.assign(d.devices, d.devices + d.num_devices);
+}
+
+std::string Client::platform_name() const {
+  abi::Client_String_Args a{};
+  a.client = state_->client;
+  state_->plugin->call(Fn::Client_PlatformName, a);
+  return {a.str, a.size};
+}
+
+std::string Client::platform_version() const {
+  abi::Client_String_Args a{};
+  a.client = state_->client;
+  state_->plugin->call(Fn::Client_PlatformVersion, a);
+  return {a.str, a.size};
+}
+
+DeviceInfo Client::device_info(abi::Device* device) const {
+  const Plugin& p = *state_->plugin;
+  abi::Device_GetDescription_Args g{};
+  g.device = device;
+  p.call(Fn::Device_GetDescription, g);
+  abi::DeviceDescription_Id_Args id{};
+  id.description = g.description;
+  p.call(Fn::DeviceDescription_Id, id);
+  abi::DeviceDescription_String_Args kind{}, debug{};
+  kind.description = debug.description = g.description;
+  p.call(Fn::DeviceDescription_Kind, kind);
+  p.call(Fn::DeviceDescription_DebugString, debug);
+  return {id.id, {kind.str, kind.size}, {debug.str, debug.size}};
+}
+
+MemoryStats Client::memory_stats(abi::Device* device) const {
+  MemoryStats out;
+  abi::Device_MemoryStats_Args a{};
+  a.device = device;
+  try {
+    state_->plugin->call(Fn::Device_MemoryStats, a);
+  } catch (const Error&) {
+    return out;  // the CPU plugin does not track device memory
+  }
+  out.bytes_in_use = a.bytes_in_use;
+  if (a.peak_bytes_in_use.is_set) out.peak_bytes_in_use = a.peak_bytes_in_use.value;
+  if (a.bytes_limit.is_set) out.bytes_limit = a.bytes_limit.value;
+  return out;
+}
+
+Buffer Client::to_device(const void* data, DType dtype, const std::vector<int64_t>& dims,
+                         abi::Device* device, const std::vector<int64_t>* byte_strides) const {
+  num_elements(dims);  // validates before the plugin sees them
+  if (byte_strides && byte_strides->size() != dims.size())
+    throw Error(abi::ErrorCode::INVALID_ARGUMENT, "host-to-device copy: strides and dims differ in rank");
+  abi::Client_BufferFromHostBuffer_Args a{};
+  a.client = state_->client;
+  a.data = data;
+  a.type = to_buffer_type(dtype);
+  a.dims = dims.data();
+  a.num_dims = dims.size();
+  if (byte_strides) {
+    a.byte_strides = byte_strides->data();
+    a.num_byte_strides = byte_strides->size();
+  }
+  a.host_buffer_semantics = abi::HostBufferSemantics::ImmutableOnlyDuringCall;
+  a.device = device;
+  state_->plugin->call(Fn::Client_BufferFromHostBuffer, a);
+  Event(state_->plugin, a.done_with_host_buffer).await();
+  return Buffer(state_, a.buffer);
+}
+
+std::unique_ptr<Executable> Client::compile(const std::string& mlir, const std::string& options) const {
+  abi::Program prog{};
+  prog.h.struct_size = sizeof(prog);
+  prog.code = mlir.data();
+  prog.code_size = mlir.size();
+  prog.format = "mlir";
+  prog.format_size = 4;
+  abi::Client_Compile_Args a{};
+  a.client = state_->client;
+  a.program = &prog;
+  a.compile_options = options.data();
+  a.compile_options_size = options.size();
+  state_->plugin->call(Fn::Client_Compile, a);
+  return std::make_unique<Executable>(state_, a.executable);
+}
+
+std::unique_ptr<Executable> Client::deserialize(const std::string& bytes) const {
+  abi::Executable_DeserializeAndLoad_Args a{};
+  a.client = state_->client;
+  a.serialized = bytes.data();
+  a.size = bytes.size();
+  state_->plugin->call(Fn::Executable_DeserializeAndLoad, a);
+  return std::make_unique<Executable>(state_, a.loaded);
+}
+
+std::string Client::default_compile_options() {
+  // CompileOptionsProto { executable_build_options (3) : ExecutableBuildOptionsProto {
+  //   num_replicas (4) = 1, num_partitions (5) = 1 } }. Empty options abort the CPU plugin.
+  std::string build;
+  append_varint(build, (4 << 3) | 0);
+  append_varint(build, 1);
+  append_varint(build, (5 << 3) | 0);
+  append_varint(build, 1);
+  std::string out;
+  append_varint(out, (3 << 3) | 2);
+  append_varint(out, build.size());
+  return out + build;
+}
+
+}  // namespace tpu::pjrt

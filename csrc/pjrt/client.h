@@ -1,0 +1,127 @@
+// RAII types over PJRT handles. Ownership: a Client owns nothing but the PJRT client; every
+// Buffer and Executable holds a shared reference to its ClientState, so the PJRT client is
+// destroyed only after the last buffer and executable (orderly teardown).
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "pjrt/plugin.h"
+
+namespace tpu::pjrt {
+
+struct ClientState {
+  const Plugin* plugin;
+  abi::Client* client;
+  ~ClientState();
+};
+using ClientRef = std::shared_ptr<ClientState>;
+
+abi::BufferType to_buffer_type(DType t);
+DType from_buffer_type(abi::BufferType t);  // throws for types torch_tpu does not model
+
+class Event {
+ public:
+  Event(const Plugin* plugin, abi::Event* event) : plugin_(plugin), event_(event) {}
+  Event(Event&& o) noexcept : plugin_(o.plugin_), event_(o.event_) { o.event_ = nullptr; }
+  Event& operator=(Event&& o) noexcept;
+  ~Event();
+  void await();  // throws the event's error
+  bool is_ready() const;
+  // Calls `done(error_message)` (empty on success) once ready, possibly on a plugin thread.
+  void on_ready(std::function<void(const std::string&)> done);
+  explicit operator bool() const { return event_ != nullptr; }
+
+ private:
+  const Plugin* plugin_;
+  abi::Event* event_;
+};
+
+struct DeviceInfo {
+  int id;
+  std::string kind, debug_string;
+};
+
+struct MemoryStats {
+  int64_t bytes_in_use = 0, peak_bytes_in_use = -1, bytes_limit = -1;
+};
+
+class Buffer {
+ public:
+  Buffer(ClientRef client, abi::Buffer* buffer) : client_(std::move(client)), buffer_(buffer) {}
+  Buffer(Buffer&& o) noexcept : client_(std::move(o.client_)), buffer_(o.buffer_) { o.buffer_ = nullptr; }
+  Buffer& operator=(Buffer&&) = delete;
+  ~Buffer();
+
+  DType dtype() const;
+  std::vector<int64_t> dims() const;
+  size_t on_device_bytes() const;
+  abi::Device* device() const;
+  bool is_deleted() const;
+  Event ready_event() const;
+  // Starts a copy into `dst` (dense, row-major, `size` bytes); the returned event says when done.
+  Event to_host_async(void* dst, size_t size) const;
+  void to_host(void* dst, size_t size) const { to_host_async(dst, size).await(); }
+  Buffer copy_to_device(abi::Device* device) const;
+  abi::Buffer* get() const { return buffer_; }
+
+ private:
+  ClientRef client_;
+  abi::Buffer* buffer_;
+};
+
+class Executable {
+ public:
+  Executable(ClientRef client, abi::LoadedExecutable* exe);
+  Executable(const Executable&) = delete;
+  ~Executable();
+
+  size_t num_outputs() const { return num_outputs_; }
+  std::string serialize() const;
+  // Runs on `device`. Inputs listed in `donated` may be consumed by the program (when it aliases
+  // them to outputs); the others are never donated. Returns outputs and a completion event.
+  std::vector<Buffer> execute(const std::vector<const Buffer*>& args, abi::Device* device,
+                              const std::vector<bool>& donated, Event* done = nullptr) const;
+
+ private:
+  ClientRef client_;
+  abi::LoadedExecutable* exe_;
+  size_t num_outputs_ = 0;
+};
+
+class Client {
+ public:
+  struct Option {
+    std::string name;
+    enum { Int, Bool, String } kind;
+    int64_t i = 0;
+    bool b = false;
+    std::string s;
+  };
+  Client(const Plugin& plugin, const std::vector<Option>& options);
+
+  const Plugin& plugin() const { return *state_->plugin; }
+  std::string platform_name() const;
+  std::string platform_version() const;
+  const std::vector<abi::Device*>& devices() const { return devices_; }
+  DeviceInfo device_info(abi::Device* device) const;
+  MemoryStats memory_stats(abi::Device* device) const;  // zeros where the plugin does not say
+
+  // Copies host data (row-major unless byte_strides given) to `device`; returns after the host
+  // data may be reused.
+  Buffer to_device(const void* data, DType dtype, const std::vector<int64_t>& dims,
+                   abi::Device* device, const std::vector<int64_t>* byte_strides = nullptr) const;
+  std::unique_ptr<Executable> compile(const std::string& mlir, const std::string& options) const;
+  std::unique_ptr<Executable> deserialize(const std::string& bytes) const;
+
+  // A serialized CompileOptionsProto asking for one replica and one partition.
+  static std::string default_compile_options();
+
+ private:
+  ClientRef state_;
+  std::vector<abi::Device*> devices_;
+};
+
+}  // namespace tpu::pjrt

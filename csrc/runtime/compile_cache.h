@@ -1,0 +1,51 @@
+// Program key -> loaded executable, in two tiers.
+// Memory: an exact-key map. Disk (TORCH_TPU_CACHE_DIR, off when empty): files named by a hash of
+// the program text, compile options, platform, xla_version and project version, each written
+// atomically (temp file + rename) and verified by checksum on load; a bad entry is recompiled
+// and overwritten with a warning. Every compile, hit and second is counted in metrics.
+#pragma once
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "hlo/types.h"
+#include "pjrt/client.h"
+
+namespace tpu {
+
+using WarnFn = std::function<void(const std::string&)>;
+
+// A loaded executable and, when its text says, the types its @main takes.
+struct Compiled {
+  std::shared_ptr<pjrt::Executable> exe;
+  std::optional<std::vector<hlo::TensorType>> params;
+};
+
+class CompileCache {
+ public:
+  CompileCache(const pjrt::Client& client, std::string disk_dir, std::string fingerprint, WarnFn warn);
+
+  // `key` identifies the program in memory; `make_program` produces its StableHLO text, called
+  // only on a memory miss. `origin` (an op name and Python line, say) is recorded with compiles.
+  std::shared_ptr<const Compiled> get(const std::string& key,
+                                      const std::function<std::string()>& make_program,
+                                      const std::string& origin = "");
+  void clear_memory();
+  const std::string& disk_dir() const { return dir_; }
+
+ private:
+  std::shared_ptr<pjrt::Executable> load_or_compile(const std::string& program, const std::string& origin);
+  std::shared_ptr<pjrt::Executable> read_disk(const std::string& path);
+  void write_disk(const std::string& path, const std::string& bytes);
+
+  const pjrt::Client& client_;
+  std::string dir_, fingerprint_, options_;
+  WarnFn warn_;
+  std::mutex mu_;
+  std::unordered_map<std::string, std::shared_ptr<const Compiled>> memory_;
+};
+
+}  // namespace tpu

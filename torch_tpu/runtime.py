@@ -1,0 +1,102 @@
+"""The torch-free runtime: run StableHLO programs on the PJRT plugin through the compile cache.
+
+    >>> from torch_tpu import runtime
+    >>> runtime.platform(), runtime.devices()
+    >>> runtime.execute(stablehlo_text, np.ones(4, np.float32), np.ones(4, np.float32))
+"""
+import os
+
+import ml_dtypes
+import numpy as np
+
+from torch_tpu import _C, _plugin
+
+PjrtError = _C.PjrtError
+DeviceBuffer = _C.DeviceBuffer
+
+# our dtype names <-> numpy dtypes (ml_dtypes supplies bfloat16 and the float8 types)
+_NUMPY = {
+    "pred": np.bool_, "s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
+    "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
+    "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64,
+    "c64": np.complex64, "c128": np.complex128,
+    "f8e5m2": ml_dtypes.float8_e5m2, "f8e4m3fn": ml_dtypes.float8_e4m3fn,
+    "f8e5m2fnuz": ml_dtypes.float8_e5m2fnuz, "f8e4m3fnuz": ml_dtypes.float8_e4m3fnuz,
+    "f8e8m0fnu": ml_dtypes.float8_e8m0fnu,
+}
+_NAME = {np.dtype(v): k for k, v in _NUMPY.items()}
+
+
+def ensure_initialized():
+    if not _C.initialized():
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # the plugin's start-up INFO lines
+        platform, path = _plugin.discover()
+        _C.init(path, platform, _plugin.client_options(platform), _plugin.cache_dir())
+
+
+def platform():
+    """The platform in use: "cpu", "cuda" or "tpu"."""
+    ensure_initialized()
+    return _C.platform()
+
+
+def devices():
+    ensure_initialized()
+    return _C.devices()
+
+
+def plugin_info():
+    """Plugin path, C API version and attributes (xla_version, stablehlo versions, ...)."""
+    ensure_initialized()
+    return _C.plugin_info()
+
+
+def dtype_name(dtype):
+    try:
+        return _NAME[np.dtype(dtype)]
+    except KeyError:
+        raise TypeError(f"dtype {np.dtype(dtype)} has no PJRT equivalent") from None
+
+
+def to_device(array, device=0):
+    ensure_initialized()
+    array = np.asarray(array)
+    return _C.from_host(_raw_view(array), dtype_name(array.dtype), device)
+
+
+def _raw_view(array):
+    # the buffer protocol does not export ml_dtypes types: hand over same-layout unsigned ints
+    if array.dtype.type.__module__.startswith("ml_dtypes"):
+        return array.view(np.dtype(f"u{array.itemsize}"))
+    return array
+
+
+def to_numpy(buffer):
+    return np.frombuffer(buffer.to_bytes(), dtype=_NUMPY[buffer.dtype]).reshape(buffer.shape).copy()
+
+
+def execute(program, *arrays, donate=(), device=0):
+    """Compiles `program` (StableHLO text) through the cache and runs it on numpy inputs.
+
+    Returns the outputs as numpy arrays. Inputs named in `donate` (indices) may be consumed by
+    outputs the program aliases to them.
+    """
+    ensure_initialized()
+    args = [a if isinstance(a, DeviceBuffer) else to_device(a, device) for a in arrays]
+    donated = [i in donate for i in range(len(args))]
+    return [to_numpy(b) for b in _C.execute(program, args, donated, device)]
+
+
+def execute_buffers(program, buffers, donate=(), device=0):
+    """Like execute, on device buffers (see to_device); returns device buffers."""
+    ensure_initialized()
+    return _C.execute(program, list(buffers), [i in donate for i in range(len(buffers))], device)
+
+
+def metrics():
+    """Counters: compiles, compile_seconds, cache.memory_hits, cache.disk_hits, executions, ..."""
+    return _C.metrics()
+
+
+def reset_metrics():
+    _C.reset_metrics()
