@@ -17,7 +17,7 @@ $(STAMP): requirements.txt pyproject.toml setup.py
 
 build: $(STAMP)
 	@test -f $(BUILD)/build.ninja || cmake -S . -B $(BUILD) -G Ninja -DPython_EXECUTABLE=$(abspath $(PYTHON)) >/dev/null
-	@cmake --build $(BUILD) -- -j2
+	@flock $(BUILD)/.lock cmake --build $(BUILD) -- -j2
 
 demo: build
 	$(PYTHON) examples/runtime_demo.py

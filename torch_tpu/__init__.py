@@ -1,6 +1,43 @@
-"""torch_tpu: a PyTorch device backend that runs ATen ops through OpenXLA PJRT plugins."""
+"""torch_tpu: a PyTorch device backend that runs ATen ops through OpenXLA PJRT plugins.
+
+`import torch` loads it (torch.backends entry point) unless TORCH_DEVICE_BACKEND_AUTOLOAD=0;
+`import torch_tpu` does the same by hand. Afterwards `torch.device("tpu")` works.
+"""
 __version__ = "0.1.0"
+
+_registered = False
+
+
+def _register():
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    import torch
+
+    from torch_tpu import _aten, device_module, runtime
+
+    torch.utils.rename_privateuse1_backend("tpu")
+    torch._register_device_module("tpu", device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
+    _aten.set_runtime_initializer(runtime.ensure_initialized)
+    device_module._apply_env()
 
 
 def _autoload():
-    """Entry point for torch.backends autoloading (torch registers the device from here)."""
+    """Entry point for torch.backends autoloading. Never makes `import torch` fail."""
+    try:
+        _register()
+    except Exception as e:  # a broken install must not break torch: tpu just is not available
+        import warnings
+
+        warnings.warn(f"torch_tpu could not register the tpu device ({type(e).__name__}: {e}); "
+                      "reinstall torch_tpu (make build) to use it")
+
+
+try:
+    from torch_tpu.context import cpu_fallback  # noqa: F401
+    from torch_tpu import metrics  # noqa: F401
+except ImportError:  # extension not built: registration below warns
+    pass
+_autoload()

@@ -1,6 +1,7 @@
 // Builder ops and the module printer (see builder.h). Every op: shape rule, attributes, emit().
 #include "hlo/builder.h"
 
+#include <atomic>
 #include <cctype>
 
 #include "hlo/printer.h"
@@ -40,11 +41,14 @@ void check_static(Op op, const TensorType& t) {
 }  // namespace
 
 struct Builder::State {
-  int next_id = 0, next_scope = 0;
+  int next_id = 0;  // SSA numbers are per function
 };
 
+// Scope ids are unique across modules, so a Value from another module is never visible.
+static std::atomic<int> next_scope{0};
+
 Builder::Builder(State* st, const Builder* parent, bool isolated)
-    : st_(st), parent_(parent), isolated_(isolated), scope_(st->next_scope++), depth_(parent ? parent->depth_ + 2 : 2) {}
+    : st_(st), parent_(parent), isolated_(isolated), scope_(next_scope++), depth_(parent ? parent->depth_ + 2 : 4) {}
 
 void Builder::check_visible(Op op, const Value& v) const {
   if (v.scope < 0) fail(op, "operand is an uninitialized Value");
@@ -89,7 +93,7 @@ std::string Builder::region(Op op, const char* what, const std::vector<TensorTyp
       fail(op, cat(what, " result ", i, " is ", res[i].type.str(), ", expected ", (*want)[i].str()));
   if (got) *got = types(res);
   r.emit(Op::Return, res, {});
-  std::string label = head.empty() ? "" : std::string(depth_ + 1, ' ') + "^bb0(" + head + "):\n";
+  std::string label = head.empty() ? "" : std::string(depth_, ' ') + "^bb0(" + head + "):\n";
   return "{\n" + label + r.text_ + std::string(depth_, ' ') + "}";
 }
 

@@ -80,8 +80,8 @@ std::string scalar_lit(DType t, double re, double im) {
   }
   if (i.is_float) return float_lit(t, re);
   double lo = i.is_unsigned ? 0 : -std::ldexp(1.0, 8 * i.bytes - 1);
-  double hi = std::ldexp(1.0, 8 * i.bytes - (i.is_unsigned ? 0 : 1)) - 1;
-  if (!(re == std::floor(re)) || re < lo || re > hi)
+  double end = std::ldexp(1.0, 8 * i.bytes - (i.is_unsigned ? 0 : 1));  // first value past the range
+  if (!(re == std::floor(re)) || re < lo || re >= end)
     throw Error(cat("stablehlo.constant: ", re, " is not representable in ", i.mlir));
   return i.is_unsigned ? std::to_string(static_cast<unsigned long long>(re)) : std::to_string(static_cast<long long>(re));
 }

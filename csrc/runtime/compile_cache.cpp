@@ -31,15 +31,16 @@ CompileCache::CompileCache(const pjrt::Client& client, std::string disk_dir, std
       options_(pjrt::Client::default_compile_options()), warn_(std::move(warn)) {}
 
 std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
-                                                  const std::function<std::string()>& make_program,
+                                                  const std::function<Program()>& make_program,
                                                   const std::string& origin) {
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = memory_.find(key); it != memory_.end()) {
     metrics::add("cache.memory_hits");
     return it->second;
   }
-  std::string program = make_program();
-  auto compiled = std::make_shared<const Compiled>(Compiled{load_or_compile(program, origin), main_parameters(program)});
+  Program program = make_program();
+  auto compiled = std::make_shared<const Compiled>(
+      Compiled{load_or_compile(program.text, origin), main_parameters(program.text), std::move(program.results)});
   memory_.emplace(key, compiled);
   return compiled;
 }

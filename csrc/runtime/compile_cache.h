@@ -18,20 +18,26 @@ namespace tpu {
 
 using WarnFn = std::function<void(const std::string&)>;
 
-// A loaded executable and, when its text says, the types its @main takes.
+// A program to compile: its StableHLO text and what its caller wants kept with the executable.
+struct Program {
+  std::string text;
+  std::vector<hlo::TensorType> results;  // logical result types (e.g. from PyTorch's meta kernels)
+};
+
+// A loaded executable, the types its @main takes (when its text says) and its Program's results.
 struct Compiled {
   std::shared_ptr<pjrt::Executable> exe;
   std::optional<std::vector<hlo::TensorType>> params;
+  std::vector<hlo::TensorType> results;
 };
 
 class CompileCache {
  public:
   CompileCache(const pjrt::Client& client, std::string disk_dir, std::string fingerprint, WarnFn warn);
 
-  // `key` identifies the program in memory; `make_program` produces its StableHLO text, called
-  // only on a memory miss. `origin` (an op name and Python line, say) is recorded with compiles.
-  std::shared_ptr<const Compiled> get(const std::string& key,
-                                      const std::function<std::string()>& make_program,
+  // `key` identifies the program in memory; `make_program` is called only on a memory miss.
+  // `origin` (an op name and Python line, say) is recorded with compiles.
+  std::shared_ptr<const Compiled> get(const std::string& key, const std::function<Program()>& make_program,
                                       const std::string& origin = "");
   void clear_memory();
   const std::string& disk_dir() const { return dir_; }

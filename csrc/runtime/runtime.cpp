@@ -66,7 +66,7 @@ pjrt::abi::Device* Runtime::device(int index) const {
 std::vector<pjrt::Buffer> Runtime::execute(const std::string& program,
                                            const std::vector<const pjrt::Buffer*>& args,
                                            const std::vector<bool>& donated, int dev) {
-  auto compiled = cache_.get(program, [&] { return program; });
+  auto compiled = cache_.get(program, [&] { return Program{program, {}}; });
   if (compiled->params) {
     std::vector<hlo::TensorType> types;
     for (const pjrt::Buffer* a : args) types.push_back({a->dtype(), a->dims()});

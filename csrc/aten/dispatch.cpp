@@ -1,0 +1,332 @@
+#include "aten/dispatch.h"
+
+#include <Python.h>
+#include <frameobject.h>
+
+#include <ATen/ATen.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+
+#include "aten/generator.h"
+#include "aten/tensor.h"
+#include "runtime/metrics.h"
+#include "runtime/runtime.h"
+
+namespace tpu::aten {
+namespace {
+
+std::atomic<bool> fallback_on{false};
+
+std::string aten_name(const c10::OperatorHandle& op) {
+  const auto& n = op.operator_name();
+  std::string name = n.name.substr(n.name.find("::") + 2);
+  return n.overload_name.empty() ? name : name + "." + n.overload_name;
+}
+
+bool is_write(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
+
+c10::TypeKind kind_of(const c10::TypePtr& t) {
+  if (auto opt = t->cast<c10::OptionalType>()) return opt->getElementType()->kind();
+  return t->kind();
+}
+
+c10::TypePtr unwrap(const c10::TypePtr& t) {
+  if (auto opt = t->cast<c10::OptionalType>()) return opt->getElementType();
+  return t;
+}
+
+hlo::Precision matmul_precision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGHEST: return hlo::Precision::Highest;
+    case at::Float32MatmulPrecision::HIGH: return hlo::Precision::High;
+    default: return hlo::Precision::Default;
+  }
+}
+
+// Collects the call's inputs while checking devices, like CUDA: all tpu tensors on one device;
+// CPU tensors only as 0-dim scalars.
+struct Builder {
+  OpCall& call;
+  std::string opname;
+  int device = -1;
+
+  int add_scalar(const c10::Scalar& s) {
+    Input in;
+    if (s.isComplex()) {
+      in.scalar_dtype = DType::C128;
+      in.scalar = {s.toComplexDouble().real(), s.toComplexDouble().imag()};
+    }
+    else if (s.isFloatingPoint()) { in.scalar_dtype = DType::F64; in.scalar = s.toDouble(); }
+    else if (s.isBoolean()) { in.scalar_dtype = DType::Pred; in.scalar = s.toBool() ? 1.0 : 0.0; }
+    else { in.scalar_dtype = DType::S64; in.scalar = static_cast<double>(s.toLong()); }
+    call.inputs.push_back(in);
+    return static_cast<int>(call.inputs.size() - 1);
+  }
+
+  int add_tensor(const at::Tensor& t) {
+    if (t.device().type() != c10::DeviceType::PrivateUse1) {
+      TORCH_CHECK(t.dim() == 0 && t.device().is_cpu(),
+                  "Expected all tensors to be on the same device, but found at least two devices, tpu:",
+                  std::max(device, 0), " and ", t.device(), "! (when checking arguments for ", opname, ")");
+      return add_scalar(t.item());
+    }
+    int d = t.device().index();
+    TORCH_CHECK(device < 0 || d == device,
+                "Expected all tensors to be on the same device, but found at least two devices, tpu:", device,
+                " and tpu:", d, "! (when checking arguments for ", opname, ")");
+    device = d;
+    call.inputs.push_back(input_of(t));
+    return static_cast<int>(call.inputs.size() - 1);
+  }
+
+  lower::Arg arg(const c10::Argument& schema, const c10::IValue& v) {
+    lower::Arg a;
+    if (v.isNone()) return a;
+    c10::TypeKind k = kind_of(schema.type());
+    if (v.isTensor()) {
+      a.kind = lower::Arg::Tensor;
+      a.ints = {add_tensor(v.toTensor())};
+    } else if (v.isTensorList() || (v.isList() && unwrap(schema.type())->kind() == c10::TypeKind::ListType &&
+                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::IntType &&
+                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::SymIntType &&
+                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::FloatType &&
+                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::BoolType &&
+                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::NumberType)) {
+      a.kind = lower::Arg::TensorList;
+      for (const c10::IValue& e : v.toListRef())
+        a.ints.push_back(e.isNone() ? -1 : add_tensor(e.toTensor()));
+    } else if (k == c10::TypeKind::NumberType || k == c10::TypeKind::FloatType ||
+               k == c10::TypeKind::ComplexType || (v.isDouble() && k != c10::TypeKind::IntType)) {
+      a.kind = lower::Arg::Scalar;
+      c10::Scalar s = v.toScalar();
+      a.f = s.isComplex() ? s.toComplexDouble().real() : s.toDouble();
+      a.ints = {add_scalar(s)};
+    } else if (k == c10::TypeKind::ScalarTypeType) {
+      a.kind = lower::Arg::Int;
+      a.i = static_cast<int64_t>(to_dtype(static_cast<at::ScalarType>(v.toInt())));
+    } else if (v.isBool()) {
+      a.kind = lower::Arg::Bool;
+      a.i = v.toBool();
+    } else if (v.isInt() || v.isSymInt()) {
+      a.kind = lower::Arg::Int;
+      a.i = v.isInt() ? v.toInt() : v.toSymInt().expect_int();
+    } else if (v.isIntList() || v.isSymIntList()) {
+      a.kind = lower::Arg::IntList;
+      for (const c10::IValue& e : v.toListRef()) a.ints.push_back(e.isInt() ? e.toInt() : e.toSymInt().expect_int());
+    } else if (v.isBoolList()) {
+      a.kind = lower::Arg::IntList;
+      for (bool b : v.toBoolList()) a.ints.push_back(b);
+    } else if (v.isDoubleList()) {
+      a.kind = lower::Arg::FloatList;
+      for (double f : v.toDoubleList()) a.floats.push_back(f);
+    } else if (v.isString()) {
+      a.kind = lower::Arg::String;
+      a.s = v.toStringRef();
+    }  // Device, Layout, MemoryFormat, Generator: nothing the lowering needs
+    return a;
+  }
+};
+
+// Meta tensors shaped like the tpu tensors in `args`, for PyTorch's shape and dtype rules.
+c10::IValue to_meta(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    if (t.device().type() != c10::DeviceType::PrivateUse1) return v;
+    return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+  }
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_meta(t).toTensor());
+    return out;
+  }
+  if (v.isList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef()) out.push_back(e.isNone() ? std::nullopt : std::optional<at::Tensor>(to_meta(e).toTensor()));
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(c10::kMeta);
+  return v;
+}
+
+void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) out.push_back(v.toTensor());
+  else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorVector()) out.push_back(t);
+}
+
+hlo::TensorType type_of(const at::Tensor& t) { return {to_dtype(t.scalar_type()), t.sizes().vec()}; }
+
+// The mutated (in-place) and out= tensors of a call, flattened in argument order.
+struct Mutated {
+  std::vector<at::Tensor> self, out;  // in-place targets; out= targets
+};
+
+[[noreturn]] void not_lowered(const std::string& name) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: aten::", name,
+                              " has no tpu lowering yet. To run it on the CPU instead, set TORCH_TPU_CPU_FALLBACK=1 "
+                              "or wrap the code in `with torch_tpu.cpu_fallback():`");
+}
+
+// Ops whose result shape depends on the data: they need the values on the host anyway, so they
+// run there (a host sync, like CUDA's) instead of failing.
+bool data_dependent(const std::string& name) {
+  static const std::set<std::string> ops = {
+      "masked_select", "nonzero", "nonzero_static", "unique_dim", "_unique", "_unique2", "unique_consecutive",
+      "unique_dim_consecutive", "repeat_interleave.Tensor", "masked_select.out", "nonzero.out", "bincount",
+      "histc", "_local_scalar_dense"};
+  return ops.count(name) || ops.count(name.substr(0, name.find('.')));
+}
+
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name) {
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  if (data_dependent(name)) {
+    metrics::add("host_syncs");
+    metrics::add("host_ops:" + name);
+    return at::native::cpu_fallback(op, stack);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (warned.insert(name).second)
+      TORCH_WARN("tpu: aten::", name, " has no tpu lowering; running it on the CPU (slow: copies both ways)");
+  }
+  metrics::add("cpu_fallback:" + name);
+  at::native::cpu_fallback(op, stack);
+}
+
+}  // namespace
+
+void set_cpu_fallback(bool on) { fallback_on = on; }
+bool cpu_fallback() { return fallback_on; }
+
+std::string python_origin() {
+  if (!Py_IsInitialized() || !PyGILState_Check()) return "";
+  for (PyFrameObject* f = PyEval_GetFrame(); f; ) {
+    PyCodeObject* code = PyFrame_GetCode(f);
+    const char* file = PyUnicode_AsUTF8(code->co_filename);
+    bool internal = !file || strstr(file, "/torch/") || strstr(file, "/torch_tpu/") || file[0] == '<';
+    std::string origin = internal ? "" : std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(f));
+    Py_DECREF(code);
+    if (!internal) return origin;
+    f = PyFrame_GetBack(f);  // new reference in 3.11; frames stay alive on the stack
+    if (f) Py_DECREF(f);
+  }
+  return "";
+}
+
+void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  std::string name = aten_name(op);
+  const lower::Rule* rule = lower::find_for_call(name);
+  if (!rule) {
+    if (fallback_on || data_dependent(name)) return run_on_cpu(op, stack, name);
+    not_lowered(name);
+  }
+  const auto& params = schema.arguments();
+  size_t n = params.size();
+  auto args = torch::jit::last(*stack, n);
+
+  OpCall call;
+  call.name = name;
+  call.rule = rule;
+  call.precision = matmul_precision();
+  Builder b{call, "aten::" + name};
+  Mutated m;
+  at::Generator generator;
+  for (size_t i = 0; i < n; ++i) {
+    const c10::Argument& p = params[i];
+    if (p.type()->kind() == c10::TypeKind::OptionalType && unwrap(p.type())->kind() == c10::TypeKind::GeneratorType &&
+        !args[i].isNone())
+      generator = args[i].toGenerator();
+    if (p.is_out()) {
+      flatten(args[i], m.out);
+      continue;
+    }
+    if (is_write(p)) flatten(args[i], m.self);
+    call.args.push_back(b.arg(p, args[i]));
+  }
+  // Factory calls have no tensor arguments: their device comes from the device= argument.
+  if (b.device < 0)
+    for (size_t i = 0; i < n; ++i)
+      if (args[i].isDevice() && args[i].toDevice().type() == c10::DeviceType::PrivateUse1)
+        b.device = args[i].toDevice().has_index() ? args[i].toDevice().index() : 0;
+  for (const at::Tensor& t : m.out) if (b.device < 0) b.device = t.device().index();
+  call.device = std::max(b.device, 0);
+  if (rule->random) {
+    auto [seed, counter] = next_random(generator, call.device);
+    b.add_scalar(c10::Scalar(static_cast<int64_t>(seed)));
+    b.add_scalar(c10::Scalar(static_cast<int64_t>(counter)));
+    call.inputs[call.inputs.size() - 2].scalar_dtype = DType::S64;
+  }
+  for (size_t k = 0; k < m.self.size(); ++k) {
+    TORCH_CHECK(m.self[k].device().type() == c10::DeviceType::PrivateUse1, "tpu: aten::", name,
+                " writes a ", m.self[k].device(), " tensor");
+    call.writes.push_back(Write{k, &storage_of(m.self[k]), view_of(m.self[k])});
+  }
+  call.origin = python_origin();
+
+  // PyTorch's meta kernels give result shapes and dtypes, and raise PyTorch's own errors for bad
+  // input. Needed only when the program is not cached: the key fixes both.
+  auto infer = [&]() -> std::vector<hlo::TensorType> {
+    torch::jit::Stack meta;
+    for (const c10::IValue& v : args) meta.push_back(to_meta(v));
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    std::vector<hlo::TensorType> types;
+    if (!m.self.empty()) {
+      for (const at::Tensor& t : m.self) types.push_back(type_of(t));
+      return types;
+    }
+    std::vector<at::Tensor> outs;
+    for (const c10::IValue& v : meta) flatten(v, outs);
+    for (const at::Tensor& t : outs) types.push_back(type_of(t));
+    return types;
+  };
+
+  Launched res;
+  try {
+    res = launch(call, infer);
+  } catch (const pjrt::Error& e) {
+    rethrow(e, "");
+  } catch (const hlo::Error& e) {
+    TORCH_CHECK(false, "tpu: lowering aten::", name, " failed: ", e.what());
+  }
+
+  torch::jit::drop(*stack, n);
+  if (!m.self.empty()) {  // in-place: the mutated arguments are the returns
+    for (size_t k = 0; k < schema.returns().size() && k < m.self.size(); ++k) torch::jit::push(*stack, m.self[k]);
+    return;
+  }
+  std::vector<at::Tensor> results;
+  for (size_t k = 0; k < res.buffers.size(); ++k)
+    results.push_back(wrap(res.buffers[k], to_scalar_type(res.types[k].dtype), res.types[k].dims, call.device,
+                           call.name + (call.origin.empty() ? "" : " at " + call.origin)));
+  if (!m.out.empty()) {  // out=: the functional results copied into the out tensors
+    for (size_t k = 0; k < m.out.size(); ++k) {
+      at::native::resize_output(m.out[k], results[k].sizes());
+      m.out[k].copy_(results[k]);
+    }
+    results = m.out;
+  }
+  const auto& returns = schema.returns();
+  if (returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::ListType) {
+    torch::jit::push(*stack, c10::IValue(results));
+    return;
+  }
+  TORCH_CHECK(results.size() == returns.size(), "tpu: aten::", name, " produced ", results.size(),
+              " results for ", returns.size(), " returns");
+  for (const at::Tensor& t : results) torch::jit::push(*stack, t);
+}
+
+std::vector<c10::IValue> call(const char* name, const char* overload, std::vector<c10::IValue> args) {
+  auto op = c10::Dispatcher::singleton().findSchemaOrThrow((std::string("aten::") + name).c_str(), overload);
+  torch::jit::Stack stack(args.begin(), args.end());
+  dispatch(op, &stack);
+  return stack;
+}
+
+}  // namespace tpu::aten

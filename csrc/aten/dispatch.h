@@ -1,0 +1,20 @@
+// The one kernel behind every lowered ATen op on tpu: a boxed PrivateUse1 fallback that turns the
+// call into a tpu::OpCall (see runtime/op_call.h), launches it, and pushes the results.
+#pragma once
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+
+namespace tpu::aten {
+
+void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Runs aten::`name`.`overload` through `dispatch` on `args` (no autograd), returning its outputs.
+std::vector<c10::IValue> call(const char* name, const char* overload, std::vector<c10::IValue> args);
+
+// Unlowered ops: NotImplementedError, or with CPU fallback on, run on the CPU (counted per op).
+void set_cpu_fallback(bool on);
+bool cpu_fallback();
+
+// The user's Python file:line of the current call ("" when not called from Python).
+std::string python_origin();
+
+}  // namespace tpu::aten

@@ -1,0 +1,48 @@
+// torch_tpu._aten: what torch.tpu and torch_tpu need from the ATen glue.
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/utils/pybind.h>
+
+#include "aten/device.h"
+#include "aten/dispatch.h"
+#include "aten/generator.h"
+#include "aten/tensor.h"
+#include "lower/rule.h"
+#include "runtime/op_call.h"
+#include "runtime/runtime.h"
+
+namespace py = pybind11;
+using namespace tpu;
+
+PYBIND11_MODULE(_aten, m) {
+  m.def("set_runtime_initializer", [](py::function init) {
+    // leaked on purpose: it must not be released after the interpreter is gone
+    auto* holder = new py::function(std::move(init));
+    aten::set_runtime_initializer([holder] {
+      py::gil_scoped_acquire gil;
+      try {
+        (*holder)();
+      } catch (py::error_already_set& e) {
+        throw std::runtime_error(e.what());
+      }
+    });
+  });
+  m.def("device_count", [] { py::gil_scoped_release r; return aten::device_count(); });
+  m.def("current_device", &aten::current_device);
+  m.def("set_device", &aten::set_current_device);
+  m.def("synchronize", [](int device) {
+    py::gil_scoped_release r;
+    try {
+      synchronize(device);
+    } catch (const pjrt::Error& e) {
+      aten::rethrow(e, "tpu: error in a launched op");
+    }
+  }, py::arg("device") = -1);
+  m.def("default_generator", [](int device) {
+    return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(aten::default_generator(device)));
+  });
+  m.def("set_launch_blocking", &set_launch_blocking);
+  m.def("set_cpu_fallback", &aten::set_cpu_fallback);
+  m.def("cpu_fallback", &aten::cpu_fallback);
+  m.def("lowered_ops", &lower::names);
+  m.def("storage_origin", [](const at::Tensor& t) { return aten::storage_of(t).origin; });
+}

@@ -1,0 +1,103 @@
+// Every PrivateUse1 registration of torch_tpu. Lowered ops all go through the boxed `dispatch`
+// (the fallback); the few ops here are storage and view plumbing PyTorch needs from any backend.
+#include <ATen/EmptyTensor.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
+#include <ATen/ops/view_native.h>
+#include <torch/library.h>
+
+#include "aten/device.h"
+#include "aten/dispatch.h"
+#include "aten/tensor.h"
+
+namespace tpu::aten {
+
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking);
+at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst);
+at::Scalar local_scalar_dense(const at::Tensor& self);
+
+namespace {
+
+constexpr c10::DispatchKeySet kKeys{c10::DispatchKey::PrivateUse1};
+
+void check_device(std::optional<c10::Device> device) {
+  ensure_runtime();
+  int d = device && device->has_index() ? device->index() : current_device();
+  TORCH_CHECK(d >= 0 && d < device_count(), "tpu: invalid device tpu:", d, " (", device_count(), " devices)");
+}
+
+at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                 std::optional<c10::Device> device, std::optional<bool>, std::optional<c10::MemoryFormat> format) {
+  check_device(device);
+  TORCH_CHECK(!layout || *layout == at::kStrided, "tpu: only strided tensors are supported");
+  c10::DeviceGuard guard(device ? *device : c10::Device(c10::DeviceType::PrivateUse1, current_device()));
+  return at::detail::empty_generic(size, allocator(), kKeys, c10::dtype_or_default(dtype), format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
+                         std::optional<at::Layout> layout, std::optional<c10::Device> device, std::optional<bool>) {
+  check_device(device);
+  TORCH_CHECK(!layout || *layout == at::kStrided, "tpu: only strided tensors are supported");
+  c10::DeviceGuard guard(device ? *device : c10::Device(c10::DeviceType::PrivateUse1, current_device()));
+  return at::detail::empty_strided_generic(size, stride, allocator(), kKeys, c10::dtype_or_default(dtype));
+}
+
+const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> format) {
+  auto* impl = self.unsafeGetTensorImpl();
+  impl->set_sizes_contiguous(size);
+  if (format && *format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*format);
+  size_t nbytes = at::detail::computeStorageNbytes(size, impl->strides(), self.dtype().itemsize(),
+                                                    impl->storage_offset());
+  if (nbytes > self.storage().nbytes()) at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(self.storage(), nbytes);
+  return self;
+}
+
+at::Tensor& set_storage(at::Tensor& self, c10::Storage source, int64_t offset, c10::IntArrayRef size,
+                        c10::IntArrayRef stride) {
+  self.unsafeGetTensorImpl()->set_storage_keep_dtype(std::move(source));
+  self.unsafeGetTensorImpl()->set_sizes_and_strides(size, stride, offset);
+  return self;
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  int64_t n = static_cast<int64_t>(source.nbytes() / self.dtype().itemsize());
+  return set_storage(self, std::move(source), 0, {n}, {1});
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& src) {
+  return set_storage(self, src.storage(), src.storage_offset(), src.sizes(), src.strides());
+}
+
+at::Tensor& set_empty(at::Tensor& self) {
+  c10::Storage s(c10::Storage::use_byte_size_t(), 0, allocator(), true);
+  return set_storage(self, std::move(s), 0, {0}, {1});
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("empty.memory_format", empty);
+  m.impl("empty_strided", empty_strided);
+  m.impl("as_strided", at::native::as_strided_tensorimpl);
+  m.impl("view", at::native::view);
+  m.impl("_reshape_alias", at::native::_reshape_alias);
+  m.impl("unfold", at::native::unfold);
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
+  m.impl("resize_", resize);
+  m.impl("set_.source_Storage_storage_offset", set_storage);
+  m.impl("set_.source_Storage", set_source_storage);
+  m.impl("set_.source_Tensor", set_source_tensor);
+  m.impl("set_", set_empty);
+  m.impl("_copy_from", copy_from);
+  m.impl("_copy_from_and_resize", copy_from_and_resize);
+  m.impl("_local_scalar_dense", local_scalar_dense);
+}
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&dispatch>()); }
+
+}  // namespace tpu::aten

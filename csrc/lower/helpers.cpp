@@ -1,0 +1,112 @@
+#include "lower/helpers.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace tpu::lower {
+
+bool is_float(DType t) { return info(t).is_float; }
+bool is_complex(DType t) { return info(t).is_complex; }
+bool is_integral(DType t) { return info(t).is_int || t == DType::Pred; }
+
+DType compute_type(DType t) {
+  return (t == DType::F16 || t == DType::BF16 || (info(t).is_float && byte_size(t) == 1)) ? DType::F32 : t;
+}
+
+Value convert(Builder& b, Value x, DType t) {
+  if (x.type.dtype == t) return x;
+  if (t == DType::Pred && !is_complex(x.type.dtype))  // torch: nonzero -> true
+    return b.compare(x, zeros(b, x.type), hlo::Cmp::NE);
+  return b.convert(x, t);
+}
+
+Value broadcast_to(Builder& b, Value x, const Dims& shape) {
+  if (x.type.dims == shape) return x;
+  int64_t offset = static_cast<int64_t>(shape.size()) - x.type.rank();
+  if (offset < 0) throw hlo::Error("broadcast: rank " + std::to_string(x.type.rank()) + " into " +
+                                   std::to_string(shape.size()));
+  // size-1 dims that grow must be dropped first: broadcast_in_dim maps each kept dim 1:1
+  Dims keep_shape, keep_map;
+  for (int64_t d = 0; d < x.type.rank(); ++d)
+    if (x.type.dims[d] == shape[d + offset]) {
+      keep_shape.push_back(x.type.dims[d]);
+      keep_map.push_back(d + offset);
+    }
+  if (static_cast<int64_t>(keep_shape.size()) != x.type.rank()) x = b.reshape(x, keep_shape);
+  return b.broadcast_in_dim(x, shape, keep_map);
+}
+
+Value scalar_like(Builder& b, double v, const TensorType& t) { return b.splat(t, v); }
+Value zeros(Builder& b, const TensorType& t) { return b.splat(t, 0); }
+
+Value operand(Ctx& c, size_t i, DType t, const Dims& shape) {
+  return broadcast_to(c.b, convert(c.b, c.v(i), t), shape);
+}
+
+Value operand(Ctx& c, size_t i) { return operand(c, i, compute_type(c.out[0].dtype), c.out[0].dims); }
+
+Value result(Ctx& c, Value x, size_t k) { return convert(c.b, x, c.out[k].dtype); }
+
+Values unary(Ctx& c, hlo::Op op) { return {result(c, c.b.unary(op, operand(c, 0)))}; }
+
+Values binary(Ctx& c, hlo::Op op) { return {result(c, c.b.binary(op, operand(c, 0), operand(c, 1)))}; }
+
+Value reduce(Builder& b, Value x, const Dims& dims, hlo::Op op, double init) {
+  Value init_v = b.splat(hlo::scalar(x.type.dtype), init);
+  return b.reduce({x}, {init_v}, dims, [op](Builder& r, const Values& a) {
+    return Values{r.binary(op, a[0], a[1])};
+  })[0];
+}
+
+int64_t wrap_dim(int64_t d, int64_t rank) {
+  int64_t r = std::max<int64_t>(rank, 1);
+  if (d < -r || d >= r) throw hlo::Error("dimension " + std::to_string(d) + " out of range for rank " +
+                                         std::to_string(rank));
+  return d < 0 ? d + r : d;
+}
+
+Dims reduce_dims(const std::vector<int64_t>& dims, int64_t rank, bool empty_means_all) {
+  Dims out;
+  if (dims.empty() && empty_means_all)
+    for (int64_t d = 0; d < rank; ++d) out.push_back(d);
+  for (int64_t d : dims)
+    if (rank > 0) out.push_back(wrap_dim(d, rank));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Value keep_dims(Builder& b, Value x, const Dims& dims, const Dims& full_shape) {
+  Dims shape = full_shape;
+  for (int64_t d : dims) shape[d] = 1;
+  return b.reshape(x, shape);
+}
+
+double lowest(DType t) {
+  switch (t) {
+    case DType::Pred: return 0;
+    case DType::S8: return -128;
+    case DType::S16: return -32768;
+    case DType::S32: return std::numeric_limits<int32_t>::min();
+    case DType::S64: return static_cast<double>(std::numeric_limits<int64_t>::min());
+    case DType::U8: case DType::U16: case DType::U32: case DType::U64: return 0;
+    default: return -std::numeric_limits<double>::infinity();
+  }
+}
+
+double highest(DType t) {
+  switch (t) {
+    case DType::Pred: return 1;
+    case DType::S8: return 127;
+    case DType::S16: return 32767;
+    case DType::S32: return std::numeric_limits<int32_t>::max();
+    case DType::S64: return static_cast<double>(std::numeric_limits<int64_t>::max());
+    case DType::U8: return 255;
+    case DType::U16: return 65535;
+    case DType::U32: return std::numeric_limits<uint32_t>::max();
+    case DType::U64: return static_cast<double>(std::numeric_limits<uint64_t>::max());
+    default: return std::numeric_limits<double>::infinity();
+  }
+}
+
+}  // namespace tpu::lower

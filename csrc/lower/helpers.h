@@ -1,0 +1,45 @@
+// Family helpers that keep lowering rules to a few lines: dtype conversion, numpy broadcasting,
+// elementwise application in the result type, constants, reductions.
+#pragma once
+#include "lower/rule.h"
+
+namespace tpu::lower {
+
+bool is_float(DType t);
+bool is_complex(DType t);
+bool is_integral(DType t);  // ints and pred
+// PyTorch computes half and bfloat16 math in float32 ("opmath") and rounds the result.
+DType compute_type(DType t);
+
+Value convert(Builder& b, Value x, DType t);             // no-op when already t
+Value broadcast_to(Builder& b, Value x, const Dims& shape);  // right-aligned, like torch
+Value scalar_like(Builder& b, double v, const TensorType& t);  // a constant of t's dtype and shape
+Value zeros(Builder& b, const TensorType& t);
+
+// Argument `i` converted to `t` and broadcast to `shape`.
+Value operand(Ctx& c, size_t i, DType t, const Dims& shape);
+// Argument `i` in the computation type of out[0], broadcast to out[0]'s shape.
+Value operand(Ctx& c, size_t i);
+// Rounds a value computed in compute_type back to out[k]'s dtype.
+Value result(Ctx& c, Value x, size_t k = 0);
+
+// f(x) for unary ops, f(a, b) for binary ops, over the broadcast arguments 0 (and 1) in the
+// computation type of the result.
+Values unary(Ctx& c, hlo::Op op);
+Values binary(Ctx& c, hlo::Op op);
+
+// Reduce `x` over `dims` with `op` (add / max / min / multiply / and / or) from `init`.
+Value reduce(Builder& b, Value x, const Dims& dims, hlo::Op op, double init);
+// Normalizes dim lists: negative dims, empty = all dims.
+Dims reduce_dims(const std::vector<int64_t>& dims, int64_t rank, bool empty_means_all = true);
+int64_t wrap_dim(int64_t d, int64_t rank);
+// Reshape `x` (a reduction over `dims` of a rank-`rank` tensor) to keep the reduced dims as 1s.
+Value keep_dims(Builder& b, Value x, const Dims& dims, const Dims& full_shape);
+
+Value erf_of(Builder& b, Value x);                   // elementwise.cpp
+Value gelu_of(Builder& b, Value x, bool tanh_approx);  // elementwise.cpp
+
+double lowest(DType t);   // -inf for floats, the minimum for integers
+double highest(DType t);
+
+}  // namespace tpu::lower

@@ -1,0 +1,132 @@
+#include "lower/view.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace tpu::lower {
+using hlo::Dims;
+using hlo::TensorType;
+using hlo::Value;
+
+int64_t View::numel() const {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+bool View::contiguous() const {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] != 1 && strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+bool View::covers(const TensorType& base) const {
+  return dtype == base.dtype && offset == 0 && numel() == base.numel() && contiguous();
+}
+
+namespace {
+
+// The flat index of every element of the view, as an s64 tensor shaped `sizes`.
+Value flat_indices(hlo::Builder& b, const View& v) {
+  TensorType t{DType::S64, v.sizes};
+  Value idx = b.splat(t, static_cast<double>(v.offset));
+  for (size_t d = 0; d < v.sizes.size(); ++d)
+    if (v.sizes[d] > 1 && v.strides[d] != 0)
+      idx = b.add(idx, b.mul(b.iota(t, d), b.splat(t, static_cast<double>(v.strides[d]))));
+  return b.reshape(idx, [&] { Dims d = v.sizes; d.push_back(1); return d; }());
+}
+
+// A dense permuted layout: the non-trivial dims, ordered by stride, tile [offset, offset+span).
+// Returns the permutation (outer to inner) or empty when the view is not such a layout.
+std::vector<size_t> dense_order(const View& v) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < v.sizes.size(); ++d)
+    if (v.sizes[d] > 1) {
+      if (v.strides[d] <= 0) return {};
+      dims.push_back(d);
+    }
+  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t c) { return v.strides[a] > v.strides[c]; });
+  int64_t expected = 1;
+  for (size_t k = dims.size(); k-- > 0;) {
+    if (v.strides[dims[k]] != expected) return {};
+    expected *= v.sizes[dims[k]];
+  }
+  return dims.empty() ? std::vector<size_t>{SIZE_MAX} : dims;
+}
+
+Value as_view_dtype(hlo::Builder& b, Value base, DType dtype) {
+  if (base.type.dtype == dtype) return base;
+  if (byte_size(base.type.dtype) != byte_size(dtype))
+    throw hlo::Error("view(dtype) between element sizes " + std::to_string(byte_size(base.type.dtype)) +
+                     " and " + std::to_string(byte_size(dtype)) + " is not supported yet");
+  return b.bitcast_convert(base, dtype);
+}
+
+}  // namespace
+
+Value read_view(hlo::Builder& b, Value base, const View& v) {
+  base = as_view_dtype(b, base, v.dtype);
+  if (v.numel() == 0) return b.splat({v.dtype, v.sizes}, 0);
+  if (v.covers(base.type)) return b.reshape(base, v.sizes);
+  // Stride-0 dims are broadcasts of the same elements: read without them, broadcast after.
+  View inner = v;
+  Dims kept;
+  for (size_t d = 0; d < v.sizes.size(); ++d)
+    if (v.strides[d] == 0 && v.sizes[d] > 1) inner.sizes[d] = 1; else kept.push_back(d);
+  Value x;
+  std::vector<size_t> order = dense_order(inner);
+  if (!order.empty()) {
+    int64_t span = inner.numel();
+    x = b.slice(base, {inner.offset}, {inner.offset + span});
+    if (order[0] == SIZE_MAX) {
+      x = b.reshape(x, inner.sizes);
+    } else {
+      Dims sorted_sizes, perm(order.size());
+      for (size_t d : order) sorted_sizes.push_back(inner.sizes[d]);
+      x = b.reshape(x, sorted_sizes);
+      // position k of the result holds sorted dim order[k]; transpose back to increasing dims
+      std::vector<size_t> by_dim(order);
+      std::sort(by_dim.begin(), by_dim.end());
+      for (size_t k = 0; k < by_dim.size(); ++k)
+        perm[k] = std::find(order.begin(), order.end(), by_dim[k]) - order.begin();
+      x = b.reshape(b.transpose(x, perm), inner.sizes);
+    }
+  } else {
+    hlo::GatherDims g;
+    g.collapsed_slice_dims = {0};
+    g.start_index_map = {0};
+    g.index_vector_dim = static_cast<int64_t>(inner.sizes.size());
+    x = b.gather(base, flat_indices(b, inner), g, {1});
+  }
+  if (inner.sizes == v.sizes) return x;
+  Dims all(v.sizes.size());
+  std::iota(all.begin(), all.end(), 0);
+  return b.broadcast_in_dim(x, v.sizes, all);
+}
+
+Value write_view(hlo::Builder& b, Value base, Value update, const View& v) {
+  DType base_dtype = base.type.dtype;
+  Value flat = as_view_dtype(b, base, v.dtype);
+  if (v.numel() == 0) return base;
+  Value result;
+  if (v.covers(flat.type)) {
+    result = b.reshape(update, flat.type.dims);
+  } else if (v.contiguous()) {
+    Value start = b.splat(hlo::scalar(DType::S64), static_cast<double>(v.offset));
+    result = b.dynamic_update_slice(flat, b.reshape(update, {v.numel()}), {start});
+  } else {
+    hlo::ScatterDims s;
+    s.inserted_window_dims = {0};
+    s.scatter_dims_to_operand_dims = {0};
+    s.index_vector_dim = static_cast<int64_t>(v.sizes.size());
+    result = b.scatter({flat}, flat_indices(b, v), {update}, s,
+                       [](hlo::Builder&, const hlo::Values& a) { return hlo::Values{a[1]}; },
+                       false, true)[0];
+  }
+  return result.type.dtype == base_dtype ? result : b.bitcast_convert(result, base_dtype);
+}
+
+}  // namespace tpu::lower

@@ -1,0 +1,23 @@
+// Tensors are views (dtype, sizes, strides, offset) of a flat device buffer (their storage).
+// These two lowerings are how every program reads a view and writes into one.
+#pragma once
+#include "hlo/builder.h"
+
+namespace tpu::lower {
+
+struct View {
+  DType dtype;
+  hlo::Dims sizes, strides;
+  int64_t offset = 0;
+  int64_t numel() const;
+  bool contiguous() const;
+  // True when the view is its whole base: same dtype and element count, contiguous, offset 0.
+  bool covers(const hlo::TensorType& base) const;
+};
+
+// The view's elements, shaped `sizes`, read from the flat `base`.
+hlo::Value read_view(hlo::Builder& b, hlo::Value base, const View& v);
+// `base` with the view's elements replaced by `update` (shaped `sizes`, of the view's dtype).
+hlo::Value write_view(hlo::Builder& b, hlo::Value base, hlo::Value update, const View& v);
+
+}  // namespace tpu::lower
