@@ -19,14 +19,17 @@ build: $(STAMP)
 	@test -f $(BUILD)/build.ninja || cmake -S . -B $(BUILD) -G Ninja -DPython_EXECUTABLE=$(abspath $(PYTHON)) >/dev/null
 	@flock $(BUILD)/.lock cmake --build $(BUILD) -- -j2
 
+# The main job: train the tiny Llama on tpu (fails if the loss does not fall).
 demo: build
 	$(PYTHON) examples/runtime_demo.py
+	$(PYTHON) examples/tiny_llama.py --device tpu --steps 60 --report
 
 test: build
 	$(PYTHON) -m pytest -q tests
 
 bench: build
 	$(PYTHON) bench/runtime.py
+	$(PYTHON) bench/eager.py
 
 clean:
 	rm -rf $(BUILD) torch_tpu/*.so

@@ -21,6 +21,7 @@ def _register():
     torch._register_device_module("tpu", device_module)
     torch.utils.generate_methods_for_privateuse1_backend(for_storage=True)
     _aten.set_runtime_initializer(runtime.ensure_initialized)
+    torch.set_autocast_dtype("tpu", torch.bfloat16)
     device_module._apply_env()
 
 

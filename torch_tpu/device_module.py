@@ -58,8 +58,7 @@ def synchronize(device=None):
 
 
 def _lazy_init():
-    if not is_available():
-        raise RuntimeError("tpu: no usable device (see torch_tpu.runtime.platform() for why)")
+    _aten.ensure_runtime()  # raises saying what to install when no plugin can start
 
 
 # --- RNG

@@ -5,6 +5,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/native/CPUFallback.h>
+#include <ATen/native/IndexingUtils.h>
 #include <ATen/native/Resize.h>
 #include <c10/util/Exception.h>
 
@@ -87,7 +88,7 @@ struct Builder {
 
   lower::Arg arg(const c10::Argument& schema, const c10::IValue& v) {
     lower::Arg a;
-    if (v.isNone()) return a;
+    if (v.isNone() || (v.isTensor() && !v.toTensor().defined())) return a;  // C++ callers pass undefined for None
     c10::TypeKind k = kind_of(schema.type());
     if (v.isTensor()) {
       a.kind = lower::Arg::Tensor;
@@ -100,7 +101,11 @@ struct Builder {
                                     unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::NumberType)) {
       a.kind = lower::Arg::TensorList;
       for (const c10::IValue& e : v.toListRef())
-        a.ints.push_back(e.isNone() ? -1 : add_tensor(e.toTensor()));
+        a.ints.push_back(e.isNone() || !e.toTensor().defined() ? -1 : add_tensor(e.toTensor()));  // undefined: None
+    } else if (v.isList() && unwrap(schema.type())->kind() == c10::TypeKind::ListType &&
+               unwrap(schema.type())->containedType(0)->kind() == c10::TypeKind::NumberType) {
+      a.kind = lower::Arg::ScalarList;  // Scalar[] (foreach ops): each element a runtime scalar operand
+      for (const c10::IValue& e : v.toListRef()) a.ints.push_back(add_scalar(e.toScalar()));
     } else if (k == c10::TypeKind::NumberType || k == c10::TypeKind::FloatType ||
                k == c10::TypeKind::ComplexType || (v.isDouble() && k != c10::TypeKind::IntType)) {
       a.kind = lower::Arg::Scalar;
@@ -137,7 +142,7 @@ struct Builder {
 c10::IValue to_meta(const c10::IValue& v) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
-    if (t.device().type() != c10::DeviceType::PrivateUse1) return v;
+    if (!t.defined() || t.device().type() != c10::DeviceType::PrivateUse1) return v;
     return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
   }
   if (v.isTensorList()) {
@@ -145,9 +150,11 @@ c10::IValue to_meta(const c10::IValue& v) {
     for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_meta(t).toTensor());
     return out;
   }
-  if (v.isList()) {
+  if (v.isList() && !v.toListRef().empty() && v.toListRef()[0].isScalar()) return v;  // Scalar[]
+  if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {  // optional-tensor lists
     c10::List<std::optional<at::Tensor>> out;
-    for (const c10::IValue& e : v.toListRef()) out.push_back(e.isNone() ? std::nullopt : std::optional<at::Tensor>(to_meta(e).toTensor()));
+    for (const c10::IValue& e : v.toListRef())
+      out.push_back(e.isNone() || !e.toTensor().defined() ? std::nullopt : std::optional<at::Tensor>(to_meta(e).toTensor()));
     return out;
   }
   if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(c10::kMeta);
@@ -155,7 +162,7 @@ c10::IValue to_meta(const c10::IValue& v) {
 }
 
 void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
-  if (v.isTensor()) out.push_back(v.toTensor());
+  if (v.isTensor()) { if (v.toTensor().defined()) out.push_back(v.toTensor()); }  // undefined: an optional return
   else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorVector()) out.push_back(t);
 }
 
@@ -205,18 +212,26 @@ void set_cpu_fallback(bool on) { fallback_on = on; }
 bool cpu_fallback() { return fallback_on; }
 
 std::string python_origin() {
-  if (!Py_IsInitialized() || !PyGILState_Check()) return "";
-  for (PyFrameObject* f = PyEval_GetFrame(); f; ) {
+  // PyTorch releases the GIL around ops; the calling Python thread is parked in this call, so
+  // taking the GIL back briefly reads its frames safely. Threads without Python (the autograd
+  // engine's) have no origin.
+  if (!Py_IsInitialized() || _Py_IsFinalizing() || !PyGILState_GetThisThreadState()) return "";
+  PyGILState_STATE gil = PyGILState_Ensure();
+  std::string origin;
+  PyFrameObject* f = PyEval_GetFrame();
+  Py_XINCREF(f);
+  while (f) {
     PyCodeObject* code = PyFrame_GetCode(f);
     const char* file = PyUnicode_AsUTF8(code->co_filename);
     bool internal = !file || strstr(file, "/torch/") || strstr(file, "/torch_tpu/") || file[0] == '<';
-    std::string origin = internal ? "" : std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(f));
+    if (!internal) origin = std::string(file) + ":" + std::to_string(PyFrame_GetLineNumber(f));
     Py_DECREF(code);
-    if (!internal) return origin;
-    f = PyFrame_GetBack(f);  // new reference in 3.11; frames stay alive on the stack
-    if (f) Py_DECREF(f);
+    PyFrameObject* back = internal ? PyFrame_GetBack(f) : nullptr;
+    Py_DECREF(f);
+    f = back;
   }
-  return "";
+  PyGILState_Release(gil);
+  return origin;
 }
 
 void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
@@ -229,7 +244,16 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const auto& params = schema.arguments();
   size_t n = params.size();
+  // Boolean masks select data-dependent shapes: index with their nonzero() positions (a host sync, as on CUDA).
+  if (name == "index.Tensor" || name == "index.Tensor_out") {
+    c10::IValue& list = (*stack)[stack->size() - n + 1];
+    c10::List<std::optional<at::Tensor>> idx;
+    for (const at::Tensor& t : at::native::expandTensors((*stack)[stack->size() - n].toTensor(), list.toOptionalTensorList()))
+      idx.push_back(t.defined() ? std::optional<at::Tensor>(t) : std::nullopt);
+    list = idx;
+  }
   auto args = torch::jit::last(*stack, n);
+  if (launch_blocking()) check_bounds(name, args);
 
   OpCall call;
   call.name = name;
@@ -273,10 +297,16 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // PyTorch's meta kernels give result shapes and dtypes, and raise PyTorch's own errors for bad
   // input. Needed only when the program is not cached: the key fixes both.
   auto infer = [&]() -> std::vector<hlo::TensorType> {
+    std::vector<hlo::TensorType> types;
+    // in-place ops without any meta kernel (_fused_sgd_): the results are the mutated arguments
+    if (!m.self.empty() && !op.hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
+        !op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+      for (const at::Tensor& t : m.self) types.push_back(type_of(t));
+      return types;
+    }
     torch::jit::Stack meta;
     for (const c10::IValue& v : args) meta.push_back(to_meta(v));
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
-    std::vector<hlo::TensorType> types;
     if (!m.self.empty()) {
       for (const at::Tensor& t : m.self) types.push_back(type_of(t));
       return types;
@@ -295,6 +325,15 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   } catch (const hlo::Error& e) {
     TORCH_CHECK(false, "tpu: lowering aten::", name, " failed: ", e.what());
   }
+  // Optional returns (a backward whose output_mask is off): the rule gives only the defined ones;
+  // the meta kernel says which returns are None.
+  std::vector<bool> none_at;
+  if (m.self.empty() && m.out.empty() && res.buffers.size() < schema.returns().size()) {
+    torch::jit::Stack meta;
+    for (const c10::IValue& v : args) meta.push_back(to_meta(v));
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    for (const c10::IValue& v : meta) none_at.push_back(v.isNone() || (v.isTensor() && !v.toTensor().defined()));
+  }
 
   torch::jit::drop(*stack, n);
   if (!m.self.empty()) {  // in-place: the mutated arguments are the returns
@@ -308,7 +347,11 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (!m.out.empty()) {  // out=: the functional results copied into the out tensors
     for (size_t k = 0; k < m.out.size(); ++k) {
       at::native::resize_output(m.out[k], results[k].sizes());
-      m.out[k].copy_(results[k]);
+      Storage& st = storage_of(m.out[k]);
+      if (m.out[k].scalar_type() == results[k].scalar_type() && Write{k, &st, view_of(m.out[k])}.covers())
+        st.assign(storage_of(results[k]).buffer, storage_of(results[k]).dtype, storage_of(results[k]).origin);
+      else
+        m.out[k].copy_(results[k]);
     }
     results = m.out;
   }
@@ -316,6 +359,11 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (returns.size() == 1 && returns[0].type()->kind() == c10::TypeKind::ListType) {
     torch::jit::push(*stack, c10::IValue(results));
     return;
+  }
+  if (none_at.size() == returns.size()) {
+    std::vector<at::Tensor> all;
+    for (size_t k = 0, j = 0; k < none_at.size(); ++k) all.push_back(none_at[k] || j >= results.size() ? at::Tensor() : results[j++]);
+    results = all;
   }
   TORCH_CHECK(results.size() == returns.size(), "tpu: aten::", name, " produced ", results.size(),
               " results for ", returns.size(), " returns");

@@ -14,6 +14,9 @@ std::vector<c10::IValue> call(const char* name, const char* overload, std::vecto
 void set_cpu_fallback(bool on);
 bool cpu_fallback();
 
+// Debug eager: raises CPU's error for out-of-range indices of indexing ops (reads indices on the host).
+void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> args);
+
 // The user's Python file:line of the current call ("" when not called from Python).
 std::string python_origin();
 

@@ -26,6 +26,7 @@ PYBIND11_MODULE(_aten, m) {
       }
     });
   });
+  m.def("ensure_runtime", [] { py::gil_scoped_release r; aten::ensure_runtime(); });
   m.def("device_count", [] { py::gil_scoped_release r; return aten::device_count(); });
   m.def("current_device", &aten::current_device);
   m.def("set_device", &aten::set_current_device);
@@ -44,5 +45,10 @@ PYBIND11_MODULE(_aten, m) {
   m.def("set_cpu_fallback", &aten::set_cpu_fallback);
   m.def("cpu_fallback", &aten::cpu_fallback);
   m.def("lowered_ops", &lower::names);
+  m.def("python_origin", &aten::python_origin);
+  m.def("is_ready", [](const at::Tensor& t) {
+    auto& st = aten::storage_of(t);
+    return !st.buffer || st.buffer->ready_event().is_ready();
+  });
   m.def("storage_origin", [](const at::Tensor& t) { return aten::storage_of(t).origin; });
 }

@@ -13,6 +13,10 @@
 #include "aten/device.h"
 #include "aten/dispatch.h"
 #include "aten/tensor.h"
+#include "lower/rule.h"
+
+#include <set>
+#include "lower/rule.h"
 
 namespace tpu::aten {
 
@@ -96,8 +100,37 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  // Lowered foreach ops (and their in-place forms): their CompositeExplicitAutograd kernels (loops of
+  // per-tensor ops) would win over the fallback, so they get the boxed kernel by name.
+  for (const std::string& name : lower::names()) {
+    if (name.rfind("_foreach_", 0) != 0) continue;
+    size_t dot = name.find('.');
+    std::string base = name.substr(0, dot), ov = dot == std::string::npos ? "" : name.substr(dot + 1);
+    for (const std::string& n : {base, base + "_"})
+      if (c10::Dispatcher::singleton().findSchema({"aten::" + n, ov}))
+        m.impl((ov.empty() ? n : n + "." + ov).c_str(), torch::CppFunction::makeFromBoxedFunction<&dispatch>());
+  }
 }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&dispatch>()); }
+
+// Lowered ops also get `dispatch` as their own PrivateUse1 kernel, so that a functional op reaches
+// it directly instead of through a composite (e.g. mul.Tensor would otherwise become empty +
+// mul.out). Skipped: composite-implicit ops (they must keep decomposing for autograd), ops with a
+// kernel above, and the copies whose composites move data between devices.
+static const bool lowered_ops_registered = [] {
+  static const std::set<std::string> keep_composite = {"copy_", "_to_copy", "_to_copy.out"};
+  auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  for (const std::string& name : lower::names()) {
+    size_t dot = name.find('.');
+    c10::OperatorName op_name("aten::" + name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
+    auto op = c10::Dispatcher::singleton().findOp(op_name);
+    if (!op || keep_composite.count(name) || op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1))
+      continue;
+    lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&dispatch>());
+  }
+  return true;
+}();
 
 }  // namespace tpu::aten

@@ -39,6 +39,7 @@ struct Allocator final : c10::Allocator {
 };
 
 Allocator the_allocator;
+REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &the_allocator);
 
 }  // namespace
 

@@ -1,26 +1,110 @@
-// Elementwise math: unary, binary, comparison, logical, select/clamp, activations.
+// Elementwise math: unary, binary, comparison, logical, bitwise, select/clamp. Activations: activation.cpp.
 #include <cmath>
+#include <vector>
 
 #include "lower/helpers.h"
 
 namespace tpu::lower {
+using hlo::Cmp;
 using hlo::Op;
-
-// erf by the Numerical Recipes erfc rational approximation (|error| < 1.2e-7): StableHLO has no erf.
-Value erf_of(Builder& b, Value x) {
-  auto k = [&](double v) { return scalar_like(b, v, x.type); };
-  Value ax = b.unary(Op::Abs, x);
-  Value t = b.div(k(1), b.add(k(1), b.mul(k(0.5), ax)));
-  const double coef[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
-                         0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277};
-  Value poly = k(coef[9]);
-  for (int i = 8; i >= 0; --i) poly = b.add(k(coef[i]), b.mul(t, poly));
-  Value erfc = b.mul(t, b.unary(Op::Exp, b.add(b.unary(Op::Neg, b.mul(ax, ax)), poly)));
-  return b.mul(b.unary(Op::Sign, x), b.sub(k(1), erfc));
-}
 
 namespace {
 
+Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
+Value cmp(Builder& b, Value x, Cmp dir, Value y) { return b.compare(x, y, dir); }
+Value isnan_of(Builder& b, Value x) { return b.compare(x, x, Cmp::NE); }
+
+DType int_of_width(DType t) {
+  switch (byte_size(t)) {
+    case 1: return DType::S8;
+    case 2: return DType::S16;
+    case 4: return DType::S32;
+    default: return DType::S64;
+  }
+}
+// erfc(|x|) = t exp(-x^2 + P(t)), t = 1 / (1 + |x|/2): the Numerical Recipes rational approximation, whose
+// relative error is below 1.2e-7 for every |x| (so it stays accurate where erfc is tiny).
+Value erfc_abs(Builder& b, Value ax) {
+  Value t = b.div(K(b, ax, 1), b.add(K(b, ax, 1), b.mul(K(b, ax, 0.5), ax)));
+  const double coef[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                         0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277};
+  Value poly = K(b, ax, coef[9]);
+  for (int i = 8; i >= 0; --i) poly = b.add(K(b, ax, coef[i]), b.mul(t, poly));
+  // exp(-x^2) as exp(-h^2) exp(-(x - h)(x + h)), h = x with the low half of its mantissa cleared (h^2 is exact),
+  // so that the rounding of x^2 does not cost relative accuracy for large x
+  DType it = int_of_width(ax.type.dtype);
+  Value bits = b.bitcast_convert(ax, it);
+  int low = ax.type.dtype == DType::F64 ? 27 : ax.type.dtype == DType::F32 ? 12 : 0;
+  Value h = b.bitcast_convert(b.and_(bits, K(b, bits, -(1ll << low))), ax.type.dtype);
+  Value rest = b.mul(b.sub(ax, h), b.add(ax, h));
+  // (t e^a) e^b, not t (e^a e^b): XLA folds e^a e^b back into e^(a+b)
+  return b.mul(b.mul(t, b.unary(Op::Exp, b.unary(Op::Neg, b.mul(h, h)))), b.unary(Op::Exp, b.sub(poly, rest)));
+}
+
+Value erfc_of(Builder& b, Value x) {
+  Value e = erfc_abs(b, b.unary(Op::Abs, x));
+  return b.select(cmp(b, x, Cmp::LT, K(b, x, 0)), b.sub(K(b, x, 2), e), e);
+}
+
+// NaN-propagating max / min (stablehlo.maximum need not propagate a NaN in its second operand).
+Value max_of(Builder& b, Value x, Value y, bool is_max = true) {
+  Value m = is_max ? b.max(x, y) : b.min(x, y);
+  if (!is_float(x.type.dtype)) return m;
+  return b.select(b.or_(isnan_of(b, x), isnan_of(b, y)), b.add(x, y), m);
+}
+
+Value signbit_of(Builder& b, Value x) {
+  if (x.type.dtype == DType::Pred) return convert(b, zeros(b, x.type), DType::Pred);
+  if (!is_float(x.type.dtype)) return cmp(b, x, Cmp::LT, K(b, x, 0));
+  Value bits = b.bitcast_convert(x, int_of_width(x.type.dtype));
+  return cmp(b, bits, Cmp::LT, K(b, bits, 0));
+}
+
+// PyTorch's result_type: dimensioned tensors outrank 0-d tensors, which outrank Python scalars; a lower
+// tier only raises the category (bool < integer < float < complex).
+int category(DType t) { return is_complex(t) ? 3 : is_float(t) ? 2 : t == DType::Pred ? 0 : 1; }
+DType promote(DType a, DType b) {
+  if (a == DType::F64 && b == DType::F64) return a;
+  if (a == b) return a;
+  int ca = category(a), cb = category(b);
+  if (ca != cb) {
+    DType hi = ca > cb ? a : b, lo = ca > cb ? b : a;
+    if (is_complex(hi) && is_float(lo) && byte_size(lo) == 8) return DType::C128;
+    return hi;
+  }
+  if (ca == 1 && info(a).is_unsigned != info(b).is_unsigned) {
+    DType u = info(a).is_unsigned ? a : b, s = info(a).is_unsigned ? b : a;
+    if (byte_size(s) > byte_size(u)) return s;
+    return byte_size(u) == 1 ? DType::S16 : byte_size(u) == 2 ? DType::S32 : DType::S64;
+  }
+  if (byte_size(a) == byte_size(b)) return DType::F32;  // f16 with bf16
+  return byte_size(a) > byte_size(b) ? a : b;
+}
+DType combine(int tier_hi, DType hi, int tier_lo, DType lo) {  // tiers: -1 = empty
+  if (tier_lo < 0) return hi;
+  if (tier_hi < 0) return lo;
+  int ch = category(hi), cl = category(lo);
+  if (ch == 3) return hi;
+  if (cl == 3) return ch == 2 ? (byte_size(hi) == 8 ? DType::C128 : DType::C64) : lo;
+  if (ch == 2) return hi;
+  if (ch == 0 || cl == 2) return promote(hi, lo);
+  return hi;
+}
+DType result_type(Ctx& c, std::initializer_list<size_t> args) {
+  DType tier[3] = {};  // dimensioned, 0-d, Python scalar
+  bool seen[3] = {};
+  for (size_t i : args) {
+    DType t = c.v(i).type.dtype;
+    int k = c.arg(i).kind == Arg::Scalar ? 2 : c.v(i).type.rank() == 0 ? 1 : 0;
+    if (k == 2) t = t == DType::F64 ? DType::F32 : t == DType::C128 ? DType::C64 : t;  // default dtypes
+    tier[k] = seen[k] ? promote(tier[k], t) : t;
+    seen[k] = true;
+  }
+  DType low = combine(seen[1] ? 1 : -1, tier[1], seen[2] ? 2 : -1, tier[2]);
+  return combine(seen[0] ? 0 : -1, tier[0], seen[1] || seen[2] ? 1 : -1, low);
+}
+
+// ---- unary
 Values abs_(Ctx& c) { return unary(c, Op::Abs); }
 Values neg(Ctx& c) { return unary(c, Op::Neg); }
 Values exp_(Ctx& c) { return unary(c, Op::Exp); }
@@ -37,16 +121,30 @@ Values tan_(Ctx& c) { return unary(c, Op::Tan); }
 Values floor_(Ctx& c) { return is_integral(c.out[0].dtype) ? Values{c.v(0)} : unary(c, Op::Floor); }
 Values ceil_(Ctx& c) { return is_integral(c.out[0].dtype) ? Values{c.v(0)} : unary(c, Op::Ceil); }
 Values round_(Ctx& c) { return is_integral(c.out[0].dtype) ? Values{c.v(0)} : unary(c, Op::RoundNearestEven); }
-Values trunc_(Ctx& c) {
+Values round_decimals(Ctx& c) {  // round(x * 10^d) / 10^d, or round(x / 10^-d) * 10^-d
   if (is_integral(c.out[0].dtype)) return {c.v(0)};
   Value x = operand(c, 0);
-  return {result(c, c.b.select(c.b.compare(x, zeros(c.b, x.type), hlo::Cmp::LT), c.b.unary(Op::Ceil, x),
-                               c.b.unary(Op::Floor, x)))};
+  int64_t d = c.i(1);
+  Value p = K(c.b, x, std::pow(10.0, static_cast<double>(d < 0 ? -d : d)));
+  Value r = c.b.unary(Op::RoundNearestEven, d < 0 ? c.b.div(x, p) : c.b.mul(x, p));
+  return {result(c, d < 0 ? c.b.mul(r, p) : c.b.div(r, p))};
 }
-Values sign_(Ctx& c) {
+Value trunc_of(Builder& b, Value x) {
+  return b.select(cmp(b, x, Cmp::LT, K(b, x, 0)), b.unary(Op::Ceil, x), b.unary(Op::Floor, x));
+}
+Values trunc_(Ctx& c) { return is_integral(c.out[0].dtype) ? Values{c.v(0)} : Values{result(c, trunc_of(c.b, operand(c, 0)))}; }
+Values frac(Ctx& c) {
+  Value x = operand(c, 0);
+  return {result(c, c.b.sub(x, trunc_of(c.b, x)))};
+}
+Values sign_(Ctx& c) {  // (x > 0) - (x < 0): sign(NaN) = 0 as on CPU
   if (c.out[0].dtype == DType::Pred) return {c.v(0)};
-  return unary(c, Op::Sign);
+  Value x = operand(c, 0);
+  if (is_complex(x.type.dtype)) return {result(c, c.b.unary(Op::Sign, x))};
+  auto as_num = [&](Value p) { return convert(c.b, p, x.type.dtype); };
+  return {result(c, c.b.sub(as_num(cmp(c.b, x, Cmp::GT, K(c.b, x, 0))), as_num(cmp(c.b, x, Cmp::LT, K(c.b, x, 0)))))};
 }
+Values signbit(Ctx& c) { return {signbit_of(c.b, c.v(0))}; }
 Values bitwise_not(Ctx& c) { return unary(c, Op::Not); }
 Values logical_not(Ctx& c) {
   Value x = convert(c.b, c.v(0), DType::Pred);
@@ -54,15 +152,116 @@ Values logical_not(Ctx& c) {
 }
 Values reciprocal(Ctx& c) {
   Value x = operand(c, 0);
-  return {result(c, c.b.div(scalar_like(c.b, 1, x.type), x))};
+  return {result(c, c.b.div(K(c.b, x, 1), x))};
 }
 Values square(Ctx& c) {
   Value x = operand(c, 0);
   return {result(c, c.b.mul(x, x))};
 }
 Values erf_(Ctx& c) { return {result(c, erf_of(c.b, operand(c, 0)))}; }
+Values erfc_(Ctx& c) { return {result(c, erfc_of(c.b, operand(c, 0)))}; }
+// erfinv: M. Giles, "Approximating the erfinv function" (GPU Computing Gems), single-precision polynomials in
+// w = -log(1 - x^2).
+Values erfinv(Ctx& c) {
+  Builder& b = c.b;
+  Value x = operand(c, 0);
+  Value w = b.unary(Op::Neg, b.unary(Op::Log, b.mul(b.sub(K(b, x, 1), x), b.add(K(b, x, 1), x))));
+  auto horner = [&](Value t, std::initializer_list<double> coef) {
+    Value p = K(b, t, *coef.begin());
+    for (auto it = coef.begin() + 1; it != coef.end(); ++it) p = b.add(K(b, t, *it), b.mul(p, t));
+    return p;
+  };
+  Value central = horner(b.sub(w, K(b, w, 2.5)), {2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                                                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727,
+                                                  1.50140941});
+  Value tail = horner(b.sub(b.unary(Op::Sqrt, w), K(b, w, 3)),
+                      {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                       -0.0076224613, 0.00943887047, 1.00167406, 2.83297682});
+  Value y = b.mul(b.select(cmp(b, w, Cmp::LT, K(b, w, 5)), central, tail), x);
+  Value edge = cmp(b, b.unary(Op::Abs, x), Cmp::EQ, K(b, x, 1));
+  return {result(c, b.select(edge, b.mul(x, K(b, x, INFINITY)), y))};
+}
 
-// alpha-scaled add/sub: self + alpha * other
+// inverse trigonometric and hyperbolic functions (StableHLO has atan2, exp, log1p and expm1)
+Value one_minus_sq(Builder& b, Value x) { return b.mul(b.sub(K(b, x, 1), x), b.add(K(b, x, 1), x)); }
+Values atan_(Ctx& c) {
+  Value x = operand(c, 0);
+  return {result(c, c.b.binary(Op::Atan2, x, K(c.b, x, 1)))};
+}
+Values asin_(Ctx& c) {
+  Value x = operand(c, 0);
+  return {result(c, c.b.binary(Op::Atan2, x, c.b.unary(Op::Sqrt, one_minus_sq(c.b, x))))};
+}
+Values acos_(Ctx& c) {
+  Value x = operand(c, 0);
+  return {result(c, c.b.binary(Op::Atan2, c.b.unary(Op::Sqrt, one_minus_sq(c.b, x)), x))};
+}
+// sinh, cosh from e = exp(|x| / 2), so that e * e overflows only where the result does; expm1 near 0
+Values sinh_(Ctx& c) {
+  Builder& b = c.b;
+  Value x = operand(c, 0), ax = b.unary(Op::Abs, x);
+  Value e = b.unary(Op::Exp, b.mul(ax, K(b, ax, 0.5)));
+  Value big = b.sub(b.mul(b.mul(K(b, e, 0.5), e), e), b.div(b.div(K(b, e, 0.5), e), e));
+  Value u = b.unary(Op::Expm1, ax);
+  Value small = b.mul(K(b, u, 0.5), b.add(u, b.div(u, b.add(u, K(b, u, 1)))));
+  Value s = b.select(cmp(b, ax, Cmp::LT, K(b, ax, 1)), small, big);
+  return {result(c, b.select(signbit_of(b, x), b.unary(Op::Neg, s), s))};
+}
+Values cosh_(Ctx& c) {
+  Builder& b = c.b;
+  Value x = operand(c, 0);
+  Value e = b.unary(Op::Exp, b.mul(b.unary(Op::Abs, x), K(b, x, 0.5)));
+  return {result(c, b.add(b.mul(b.mul(K(b, e, 0.5), e), e), b.div(b.div(K(b, e, 0.5), e), e)))};
+}
+Values asinh_(Ctx& c) {  // sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(2|x|) where x^2 overflows
+  Builder& b = c.b;
+  Value x = operand(c, 0), ax = b.unary(Op::Abs, x);
+  Value x2 = b.mul(ax, ax);
+  Value r = b.unary(Op::Log1p, b.add(ax, b.div(x2, b.add(K(b, x, 1), b.unary(Op::Sqrt, b.add(K(b, x, 1), x2))))));
+  Value big = b.add(b.unary(Op::Log, ax), K(b, x, M_LN2));
+  r = b.select(cmp(b, ax, Cmp::GT, K(b, ax, 1e18)), big, r);
+  return {result(c, b.select(signbit_of(b, x), b.unary(Op::Neg, r), r))};
+}
+Values acosh_(Ctx& c) {  // log1p(y + sqrt(y (y + 2))), y = x - 1
+  Builder& b = c.b;
+  Value x = operand(c, 0), y = b.sub(x, K(b, x, 1));
+  Value r = b.unary(Op::Log1p, b.add(y, b.unary(Op::Sqrt, b.mul(y, b.add(y, K(b, y, 2))))));
+  Value big = b.add(b.unary(Op::Log, x), K(b, x, M_LN2));
+  return {result(c, b.select(cmp(b, x, Cmp::GT, K(b, x, 1e18)), big, r))};
+}
+Values atanh_(Ctx& c) {  // log1p(2x / (1 - x)) / 2
+  Value x = operand(c, 0);
+  Value q = c.b.div(c.b.add(x, x), c.b.sub(K(c.b, x, 1), x));
+  return {result(c, c.b.mul(K(c.b, x, 0.5), c.b.unary(Op::Log1p, q)))};
+}
+Values exp2_(Ctx& c) {
+  Value x = operand(c, 0);
+  return {result(c, c.b.binary(Op::Power, K(c.b, x, 2), x))};
+}
+Values log_scaled(Ctx& c, double base) {
+  Value x = operand(c, 0);
+  return {result(c, c.b.mul(c.b.unary(Op::Log, x), K(c.b, x, 1 / std::log(base))))};
+}
+Values log2_(Ctx& c) { return log_scaled(c, 2); }
+Values log10_(Ctx& c) { return log_scaled(c, 10); }
+Values logit(Ctx& c) {  // log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps >= 0
+  Builder& b = c.b;
+  Value x = operand(c, 0);
+  if (c.has(1)) {
+    Value eps = operand(c, 1);
+    Value z = b.clamp(eps, x, b.sub(K(b, x, 1), eps));
+    x = b.select(cmp(b, eps, Cmp::LT, K(b, eps, 0)), x, z);
+  }
+  return {result(c, b.unary(Op::Log, b.div(x, b.sub(K(b, x, 1), x))))};
+}
+Values sinc(Ctx& c) {  // sin(pi x) / (pi x), 1 at 0
+  Value x = operand(c, 0);
+  Value px = c.b.mul(x, K(c.b, x, M_PI));
+  Value s = c.b.div(c.b.unary(Op::Sine, px), px);
+  return {result(c, c.b.select(cmp(c.b, x, Cmp::EQ, K(c.b, x, 0)), K(c.b, x, 1), s))};
+}
+
+// ---- binary: alpha-scaled add/sub: self + alpha * other
 Values add(Ctx& c) {
   Value x = operand(c, 0), y = operand(c, 1);
   if (c.has(2)) y = c.b.mul(y, operand(c, 2));
@@ -83,44 +282,119 @@ Values mul(Ctx& c) {
   if (c.out[0].dtype == DType::Pred) return {result(c, c.b.and_(operand(c, 0), operand(c, 1)))};
   return binary(c, Op::Multiply);
 }
+// x mod y with the divisor's sign (Python's %), from the dividend-signed stablehlo.remainder
+Value py_mod(Builder& b, Value x, Value y) {
+  Value r = b.binary(Op::Remainder, x, y);
+  Value z = zeros(b, r.type);
+  Value fix = b.and_(cmp(b, r, Cmp::NE, z), cmp(b, cmp(b, r, Cmp::LT, z), Cmp::NE, cmp(b, y, Cmp::LT, z)));
+  return b.select(fix, b.add(r, y), r);
+}
+// floor(x / y) as Python computes it: from the exact remainder, so that 1 // 0.1 == 9
+Value floor_div(Builder& b, Value x, Value y) {
+  Value z = zeros(b, x.type);
+  if (is_integral(x.type.dtype)) {  // integer division rounds toward zero; step down on a negative remainder
+    Value r = b.binary(Op::Remainder, x, y), q = b.div(x, y);
+    Value fix = b.and_(cmp(b, r, Cmp::NE, z), cmp(b, cmp(b, r, Cmp::LT, z), Cmp::NE, cmp(b, y, Cmp::LT, z)));
+    return b.select(fix, b.sub(q, K(b, q, 1)), q);
+  }
+  Value mod = b.binary(Op::Remainder, x, y);
+  Value div = b.div(b.sub(x, mod), y);
+  Value fix = b.and_(cmp(b, mod, Cmp::NE, z), cmp(b, cmp(b, y, Cmp::LT, z), Cmp::NE, cmp(b, mod, Cmp::LT, z)));
+  div = b.select(fix, b.sub(div, K(b, div, 1)), div);
+  Value fl = b.unary(Op::Floor, div);
+  fl = b.select(cmp(b, b.sub(div, fl), Cmp::GT, K(b, div, 0.5)), b.add(fl, K(b, fl, 1)), fl);
+  Value q = b.div(x, y);  // a zero quotient takes the sign of x / y
+  fl = b.select(cmp(b, div, Cmp::EQ, z), b.select(signbit_of(b, q), K(b, q, -0.0), K(b, q, 0.0)), fl);
+  return b.select(cmp(b, y, Cmp::EQ, z), q, fl);
+}
 Values div(Ctx& c) {
   Value x = operand(c, 0), y = operand(c, 1);
-  Value q = c.b.div(x, y);
   std::string mode = c.has(2) ? c.s(2) : "";
-  if (mode == "trunc" && !is_integral(x.type.dtype)) {
-    q = c.b.select(c.b.compare(q, zeros(c.b, q.type), hlo::Cmp::LT), c.b.unary(Op::Ceil, q), c.b.unary(Op::Floor, q));
-  } else if (mode == "floor") {
-    if (is_integral(x.type.dtype)) {  // integer division rounds toward zero; fix up negative remainders
-      Value r = c.b.binary(Op::Remainder, x, y);
-      Value z = zeros(c.b, x.type);
-      Value fix = c.b.and_(c.b.compare(r, z, hlo::Cmp::NE),
-                           c.b.compare(c.b.compare(r, z, hlo::Cmp::LT), c.b.compare(y, z, hlo::Cmp::LT), hlo::Cmp::NE));
-      q = c.b.select(fix, c.b.sub(q, scalar_like(c.b, 1, q.type)), q);
-    } else {
-      q = c.b.unary(Op::Floor, q);
-    }
-  }
+  if (mode == "floor") return {result(c, floor_div(c.b, x, y))};
+  Value q = c.b.div(x, y);
+  if (mode == "trunc" && !is_integral(x.type.dtype)) q = trunc_of(c.b, q);
   return {result(c, q)};
 }
-Values remainder(Ctx& c) {  // Python-style: the result has the divisor's sign
-  Value x = operand(c, 0), y = operand(c, 1);
-  Value r = c.b.binary(Op::Remainder, x, y);
-  Value z = zeros(c.b, r.type);
-  Value fix = c.b.and_(c.b.compare(r, z, hlo::Cmp::NE),
-                       c.b.compare(c.b.compare(r, z, hlo::Cmp::LT), c.b.compare(y, z, hlo::Cmp::LT), hlo::Cmp::NE));
-  return {result(c, c.b.select(fix, c.b.add(r, y), r))};
-}
+Values floor_divide(Ctx& c) { return {result(c, floor_div(c.b, operand(c, 0), operand(c, 1)))}; }
+Values remainder(Ctx& c) { return {result(c, py_mod(c.b, operand(c, 0), operand(c, 1)))}; }
 Values fmod(Ctx& c) { return binary(c, Op::Remainder); }
 Values pow_(Ctx& c) {
-  if (is_integral(c.out[0].dtype) && c.out[0].dtype != DType::Pred) return binary(c, Op::Power);
+  if (c.out[0].dtype == DType::Pred) {  // x ** y for bools: x or not y
+    Value x = operand(c, 0), y = operand(c, 1);
+    return {c.b.or_(x, c.b.unary(Op::Not, y))};
+  }
   return binary(c, Op::Power);
 }
-Values maximum(Ctx& c) { return binary(c, Op::Maximum); }
-Values minimum(Ctx& c) { return binary(c, Op::Minimum); }
+Values maximum(Ctx& c) { return {result(c, max_of(c.b, operand(c, 0), operand(c, 1)))}; }
+Values minimum(Ctx& c) { return {result(c, max_of(c.b, operand(c, 0), operand(c, 1), false))}; }
+Values fmax_min(Ctx& c, bool is_max) {  // NaN only where both are NaN
+  Value x = operand(c, 0), y = operand(c, 1);
+  Value m = is_max ? c.b.max(x, y) : c.b.min(x, y);
+  if (is_float(x.type.dtype))
+    m = c.b.select(isnan_of(c.b, x), y, c.b.select(isnan_of(c.b, y), x, m));
+  return {result(c, m)};
+}
+Values fmax(Ctx& c) { return fmax_min(c, true); }
+Values fmin(Ctx& c) { return fmax_min(c, false); }
 Values atan2_(Ctx& c) { return binary(c, Op::Atan2); }
 Values bitwise_and(Ctx& c) { return binary(c, Op::And); }
 Values bitwise_or(Ctx& c) { return binary(c, Op::Or); }
 Values bitwise_xor(Ctx& c) { return binary(c, Op::Xor); }
+// shifts past the width give 0 (left) or the sign (right), in both PyTorch and StableHLO
+Values shift_left(Ctx& c) { return binary(c, Op::ShiftLeft); }
+Values shift_right(Ctx& c) {
+  return binary(c, info(c.out[0].dtype).is_unsigned ? Op::ShiftRightLogical : Op::ShiftRightArithmetic);
+}
+Values xlogy(Ctx& c) {  // 0 where x == 0 (unless y is NaN)
+  Builder& b = c.b;
+  Value x = operand(c, 0), y = operand(c, 1);
+  Value r = b.select(cmp(b, x, Cmp::EQ, K(b, x, 0)), K(b, x, 0), b.mul(x, b.unary(Op::Log, y)));
+  return {result(c, b.select(isnan_of(b, y), y, r))};
+}
+Values hypot(Ctx& c) {  // m sqrt(1 + (n/m)^2) with m = max(|x|, |y|): no overflow in the squares
+  Builder& b = c.b;
+  Value ax = b.unary(Op::Abs, operand(c, 0)), ay = b.unary(Op::Abs, operand(c, 1));
+  Value m = max_of(b, ax, ay), n = max_of(b, ax, ay, false);
+  Value r = b.div(n, m);
+  Value h = b.mul(m, b.unary(Op::Sqrt, b.add(K(b, r, 1), b.mul(r, r))));
+  h = b.select(cmp(b, m, Cmp::EQ, K(b, m, 0)), K(b, m, 0), h);
+  Value inf = K(b, m, INFINITY);
+  return {result(c, b.select(b.or_(cmp(b, ax, Cmp::EQ, inf), cmp(b, ay, Cmp::EQ, inf)), inf, h))};
+}
+Values copysign(Ctx& c) {
+  Value x = c.b.unary(Op::Abs, operand(c, 0)), y = operand(c, 1);
+  return {result(c, c.b.select(signbit_of(c.b, y), c.b.unary(Op::Neg, x), x))};
+}
+Values heaviside(Ctx& c) {  // x == 0 ? values : x > 0
+  Value x = operand(c, 0), v = operand(c, 1);
+  Value pos = convert(c.b, cmp(c.b, x, Cmp::GT, K(c.b, x, 0)), x.type.dtype);
+  return {result(c, c.b.select(cmp(c.b, x, Cmp::EQ, K(c.b, x, 0)), v, pos))};
+}
+Values nextafter(Ctx& c) {  // one step of the bit pattern toward y, in the result dtype itself
+  Builder& b = c.b;
+  const TensorType& o = c.out[0];
+  Value x = operand(c, 0, o.dtype, o.dims), y = operand(c, 1, o.dtype, o.dims);
+  DType it = int_of_width(o.dtype);
+  Value bits = b.bitcast_convert(x, it);
+  Value away = cmp(b, cmp(b, y, Cmp::GT, x), Cmp::EQ, cmp(b, x, Cmp::GT, K(b, x, 0)));
+  Value step = b.bitcast_convert(b.select(away, b.add(bits, K(b, bits, 1)), b.sub(bits, K(b, bits, 1))), o.dtype);
+  Value tiny = b.bitcast_convert(K(b, bits, 1), o.dtype);
+  Value from_zero = b.select(cmp(b, y, Cmp::GT, K(b, y, 0)), tiny, b.unary(Op::Neg, tiny));
+  Value r = b.select(cmp(b, x, Cmp::EQ, K(b, x, 0)), from_zero, step);
+  r = b.select(cmp(b, x, Cmp::EQ, y), y, r);
+  return {b.select(b.or_(isnan_of(b, x), isnan_of(b, y)), b.add(x, y), r)};
+}
+Values logaddexp_base(Ctx& c, bool base2) {  // max + log1p(exp(-|x - y|)); equal infinities give themselves
+  Builder& b = c.b;
+  Value x = operand(c, 0), y = operand(c, 1);
+  Value m = max_of(b, x, y);
+  Value d = b.select(cmp(b, x, Cmp::EQ, y), K(b, x, 0), b.unary(Op::Abs, b.sub(x, y)));
+  if (!base2) return {result(c, b.add(m, b.unary(Op::Log1p, b.unary(Op::Exp, b.unary(Op::Neg, d)))))};
+  Value e = b.binary(Op::Power, K(b, d, 2), b.unary(Op::Neg, d));
+  return {result(c, b.add(m, b.mul(b.unary(Op::Log1p, e), K(b, e, 1 / M_LN2))))};
+}
+Values logaddexp(Ctx& c) { return logaddexp_base(c, false); }
+Values logaddexp2(Ctx& c) { return logaddexp_base(c, true); }
 
 Values logical(Ctx& c, Op op) {
   const Dims& shape = c.out[0].dims;
@@ -132,27 +406,18 @@ Values logical_and(Ctx& c) { return logical(c, Op::And); }
 Values logical_or(Ctx& c) { return logical(c, Op::Or); }
 Values logical_xor(Ctx& c) { return logical(c, Op::Xor); }
 
-// Comparisons happen in the promoted type of the two operands.
-DType promote(DType a, DType b) {
-  if (a == b) return a;
-  auto rank = [](DType t) { return is_complex(t) ? 3 : is_float(t) ? 2 : t == DType::Pred ? 0 : 1; };
-  if (rank(a) != rank(b)) return rank(a) > rank(b) ? a : b;
-  return byte_size(a) >= byte_size(b) ? a : b;
-}
-Values compare(Ctx& c, hlo::Cmp dir) {
-  // a Python scalar (f64/s64) takes the tensor's type, as in PyTorch's wrapped-number rule
-  bool scalar1 = c.arg(1).kind == Arg::Scalar;
-  DType t = scalar1 ? c.v(0).type.dtype : promote(c.v(0).type.dtype, c.v(1).type.dtype);
-  if (scalar1 && is_integral(t) && is_float(c.v(1).type.dtype)) t = DType::F32;
+// Comparisons happen in the operands' promoted type (the result is bool).
+Values compare(Ctx& c, Cmp dir) {
+  DType t = result_type(c, {0, 1});
   Value a = operand(c, 0, t, c.out[0].dims), b = operand(c, 1, t, c.out[0].dims);
   return {convert(c.b, c.b.compare(a, b, dir), c.out[0].dtype)};
 }
-Values eq(Ctx& c) { return compare(c, hlo::Cmp::EQ); }
-Values ne(Ctx& c) { return compare(c, hlo::Cmp::NE); }
-Values lt(Ctx& c) { return compare(c, hlo::Cmp::LT); }
-Values le(Ctx& c) { return compare(c, hlo::Cmp::LE); }
-Values gt(Ctx& c) { return compare(c, hlo::Cmp::GT); }
-Values ge(Ctx& c) { return compare(c, hlo::Cmp::GE); }
+Values eq(Ctx& c) { return compare(c, Cmp::EQ); }
+Values ne(Ctx& c) { return compare(c, Cmp::NE); }
+Values lt(Ctx& c) { return compare(c, Cmp::LT); }
+Values le(Ctx& c) { return compare(c, Cmp::LE); }
+Values gt(Ctx& c) { return compare(c, Cmp::GT); }
+Values ge(Ctx& c) { return compare(c, Cmp::GE); }
 
 Values where(Ctx& c) {
   const TensorType& o = c.out[0];
@@ -160,76 +425,58 @@ Values where(Ctx& c) {
   return {c.b.select(p, operand(c, 1, o.dtype, o.dims), operand(c, 2, o.dtype, o.dims))};
 }
 
-Values clamp(Ctx& c) {
+Values clamp(Ctx& c) {  // max then min: when min > max, max wins
   Value x = operand(c, 0);
-  if (c.has(1)) x = c.b.max(x, operand(c, 1));
-  if (c.has(2)) x = c.b.min(x, operand(c, 2));
+  if (c.has(1)) x = max_of(c.b, x, operand(c, 1));
+  if (c.has(2)) x = max_of(c.b, x, operand(c, 2), false);
   return {result(c, x)};
 }
-Values clamp_min(Ctx& c) { return {result(c, c.b.max(operand(c, 0), operand(c, 1)))}; }
-Values clamp_max(Ctx& c) { return {result(c, c.b.min(operand(c, 0), operand(c, 1)))}; }
+Values clamp_min(Ctx& c) { return {result(c, max_of(c.b, operand(c, 0), operand(c, 1)))}; }
+Values clamp_max(Ctx& c) { return {result(c, max_of(c.b, operand(c, 0), operand(c, 1), false))}; }
 
-Values relu(Ctx& c) {
-  Value x = operand(c, 0);
-  return {result(c, c.b.max(x, zeros(c.b, x.type)))};
-}
-Values leaky_relu(Ctx& c) {
-  Value x = operand(c, 0), slope = operand(c, 1);
-  Value z = zeros(c.b, x.type);
-  return {result(c, c.b.select(c.b.compare(x, z, hlo::Cmp::GT), x, c.b.mul(x, slope)))};
-}
-Values silu(Ctx& c) {
-  Value x = operand(c, 0);
-  return {result(c, c.b.mul(x, c.b.unary(Op::Logistic, x)))};
-}
-Values gelu(Ctx& c) { return {result(c, gelu_of(c.b, operand(c, 0), c.has(1) && c.s(1) == "tanh"))}; }
-
-Values softplus(Ctx& c) {  // log(1 + exp(beta x)) / beta, linear above threshold
-  Value x = operand(c, 0), beta = operand(c, 1), threshold = operand(c, 2);
-  Value bx = c.b.mul(x, beta);
-  Value soft = c.b.div(c.b.unary(Op::Log1p, c.b.unary(Op::Exp, bx)), beta);
-  return {result(c, c.b.select(c.b.compare(bx, threshold, hlo::Cmp::GT), x, soft))};
-}
-
-Values lerp(Ctx& c) {  // self + weight * (end - self)
+Values lerp(Ctx& c) {  // as CPU: from the nearer end, so that weight 1 gives end exactly
+  Builder& b = c.b;
   Value s = operand(c, 0), e = operand(c, 1), w = operand(c, 2);
-  return {result(c, c.b.add(s, c.b.mul(w, c.b.sub(e, s))))};
+  Value d = b.sub(e, s);
+  Value lo = b.add(s, b.mul(w, d)), hi = b.sub(e, b.mul(d, b.sub(K(b, w, 1), w)));
+  return {result(c, b.select(cmp(b, b.unary(Op::Abs, w), Cmp::LT, K(b, w, 0.5)), lo, hi))};
 }
 Values addcmul(Ctx& c) {  // self + value * t1 * t2
   Value s = operand(c, 0), t1 = operand(c, 1), t2 = operand(c, 2), v = operand(c, 3);
-  return {result(c, c.b.add(s, c.b.mul(v, c.b.mul(t1, t2))))};
+  return {result(c, c.b.add(s, c.b.mul(c.b.mul(v, t1), t2)))};
 }
 Values addcdiv(Ctx& c) {
   Value s = operand(c, 0), t1 = operand(c, 1), t2 = operand(c, 2), v = operand(c, 3);
-  return {result(c, c.b.add(s, c.b.mul(v, c.b.div(t1, t2))))};
+  return {result(c, c.b.add(s, c.b.div(c.b.mul(v, t1), t2)))};
 }
 Values isnan(Ctx& c) {
   Value x = c.v(0);
-  if (!is_float(x.type.dtype)) return {convert(c.b, zeros(c.b, x.type), DType::Pred)};
-  return {c.b.compare(x, x, hlo::Cmp::NE)};
+  if (!is_float(x.type.dtype) && !is_complex(x.type.dtype)) return {convert(c.b, zeros(c.b, x.type), DType::Pred)};
+  return {c.b.compare(x, x, Cmp::NE)};
 }
 Values isinf(Ctx& c) {
   Value x = c.v(0);
   if (!is_float(x.type.dtype)) return {convert(c.b, zeros(c.b, x.type), DType::Pred)};
   Value a = c.b.unary(Op::Abs, x);
-  return {c.b.compare(a, scalar_like(c.b, INFINITY, a.type), hlo::Cmp::EQ)};
+  return {c.b.compare(a, K(c.b, a, INFINITY), Cmp::EQ)};
 }
 Values isfinite(Ctx& c) {
   Value x = c.v(0);
-  if (!is_float(x.type.dtype)) return {c.b.compare(x, x, hlo::Cmp::EQ)};
+  if (!is_float(x.type.dtype)) return {c.b.compare(x, x, Cmp::EQ)};
   return {c.b.unary(Op::IsFinite, x)};
 }
 Values nan_to_num(Ctx& c) {
+  if (!is_float(c.out[0].dtype)) return {convert(c.b, c.v(0), c.out[0].dtype)};
   Value x = operand(c, 0);
-  DType t = x.type.dtype;
-  double big = t == DType::F16 ? 65504.0 : t == DType::F64 ? 1.79769313486231570e308 : 3.4028234663852886e38;
-  if (c.out[0].dtype == DType::BF16) big = 3.3895313892515355e38;
-  auto k = [&](size_t i, double d) { return c.has(i) ? operand(c, i) : scalar_like(c.b, d, x.type); };
+  DType t = c.out[0].dtype;
+  double big = t == DType::F16 ? 65504.0 : t == DType::BF16 ? 3.3895313892515355e38
+             : t == DType::F64 ? 1.79769313486231570e308 : 3.4028234663852886e38;
+  auto k = [&](size_t i, double d) { return c.has(i) ? operand(c, i) : K(c.b, x, d); };
   Value nan = k(1, 0), pos = k(2, big), neg = k(3, -big);
-  Value inf = scalar_like(c.b, INFINITY, x.type);
-  Value y = c.b.select(c.b.compare(x, x, hlo::Cmp::NE), nan, x);
-  y = c.b.select(c.b.compare(x, inf, hlo::Cmp::EQ), pos, y);
-  y = c.b.select(c.b.compare(x, c.b.unary(Op::Neg, inf), hlo::Cmp::EQ), neg, y);
+  Value inf = K(c.b, x, INFINITY);
+  Value y = c.b.select(isnan_of(c.b, x), nan, x);
+  y = c.b.select(cmp(c.b, x, Cmp::EQ, inf), pos, y);
+  y = c.b.select(cmp(c.b, x, Cmp::EQ, c.b.unary(Op::Neg, inf)), neg, y);
   return {result(c, y)};
 }
 
@@ -238,45 +485,88 @@ Register r({
     {"log|log.out", log_}, {"log1p|log1p.out", log1p_}, {"sqrt|sqrt.out", sqrt_}, {"rsqrt|rsqrt.out", rsqrt},
     {"tanh|tanh.out", tanh_}, {"sigmoid|sigmoid.out", sigmoid}, {"sin|sin.out", sin_}, {"cos|cos.out", cos_},
     {"tan|tan.out", tan_}, {"floor|floor.out", floor_}, {"ceil|ceil.out", ceil_}, {"round|round.out", round_},
-    {"trunc|trunc.out", trunc_}, {"sign|sign.out", sign_}, {"sgn|sgn.out", sign_},
+    {"round.decimals|round.decimals_out", round_decimals},
+    {"trunc|trunc.out|fix|fix.out", trunc_}, {"frac|frac.out", frac}, {"sign|sign.out", sign_},
+    {"sgn|sgn.out", sign_}, {"signbit|signbit.out", signbit},
     {"bitwise_not|bitwise_not.out", bitwise_not}, {"logical_not|logical_not.out", logical_not},
-    {"reciprocal|reciprocal.out", reciprocal}, {"square", square}, {"erf|erf.out", erf_},
+    {"reciprocal|reciprocal.out", reciprocal}, {"square|square.out", square}, {"erf|erf.out", erf_},
+    {"erfc|erfc.out", erfc_}, {"erfinv|erfinv.out", erfinv},
+    {"atan|atan.out|arctan|arctan.out", atan_}, {"asin|asin.out|arcsin|arcsin.out", asin_},
+    {"acos|acos.out|arccos|arccos.out", acos_}, {"sinh|sinh.out", sinh_}, {"cosh|cosh.out", cosh_},
+    {"asinh|asinh.out|arcsinh|arcsinh.out", asinh_}, {"acosh|acosh.out|arccosh|arccosh.out", acosh_},
+    {"atanh|atanh.out|arctanh|arctanh.out", atanh_}, {"exp2|exp2.out", exp2_}, {"log2|log2.out", log2_},
+    {"log10|log10.out", log10_}, {"logit|logit.out", logit}, {"sinc|sinc.out", sinc},
     {"add.Tensor|add.Scalar|add.out|add.Scalar_out", add}, {"sub.Tensor|sub.Scalar|sub.out|sub.Scalar_out", sub},
-    {"rsub.Tensor|rsub.Scalar", rsub}, {"mul.Tensor|mul.Scalar|mul.out|mul.Scalar_out", mul},
-    {"div.Tensor|div.Scalar|div.out|div.Tensor_mode|div.Scalar_mode|div.out_mode", div},
-    {"remainder.Tensor|remainder.Scalar|remainder.Scalar_Tensor|remainder.Tensor_out", remainder},
-    {"fmod.Tensor|fmod.Scalar|fmod.Tensor_out", fmod},
-    {"pow.Tensor_Tensor|pow.Tensor_Scalar|pow.Scalar|pow.Tensor_Tensor_out|pow.Tensor_Scalar_out", pow_},
-    {"maximum|maximum.out|max.other", maximum}, {"minimum|minimum.out|min.other", minimum},
-    {"atan2|atan2.out", atan2_},
-    {"bitwise_and.Tensor|bitwise_and.Scalar|bitwise_and.Tensor_out", bitwise_and},
-    {"bitwise_or.Tensor|bitwise_or.Scalar|bitwise_or.Tensor_out", bitwise_or},
-    {"bitwise_xor.Tensor|bitwise_xor.Scalar|bitwise_xor.Tensor_out", bitwise_xor},
+    {"rsub.Tensor|rsub.Scalar|rsub.Tensor_out|rsub.Scalar_out", rsub},
+    {"mul.Tensor|mul.Scalar|mul.out|mul.Scalar_out", mul},
+    {"div.Tensor|div.Scalar|div.out|div.Tensor_mode|div.Scalar_mode|div.out_mode|div.Scalar_out|div.Scalar_mode_out",
+     div},
+    {"floor_divide|floor_divide.Scalar|floor_divide.out|floor_divide.Scalar_out", floor_divide},
+    {"remainder.Tensor|remainder.Scalar|remainder.Scalar_Tensor|remainder.Tensor_out|remainder.Scalar_out|"
+     "remainder.Scalar_Tensor_out", remainder},
+    {"fmod.Tensor|fmod.Scalar|fmod.Tensor_out|fmod.Scalar_out", fmod},
+    {"pow.Tensor_Tensor|pow.Tensor_Scalar|pow.Scalar|pow.Tensor_Tensor_out|pow.Tensor_Scalar_out|pow.Scalar_out",
+     pow_},
+    {"maximum|maximum.out|max.other|max.out", maximum}, {"minimum|minimum.out|min.other|min.out", minimum},
+    {"fmax|fmax.out", fmax}, {"fmin|fmin.out", fmin},
+    {"atan2|atan2.out|arctan2|arctan2.out", atan2_},
+    {"bitwise_and.Tensor|bitwise_and.Scalar|bitwise_and.Tensor_out|bitwise_and.Scalar_out|bitwise_and.Scalar_Tensor|"
+     "__and__.Tensor|__and__.Scalar", bitwise_and},
+    {"bitwise_or.Tensor|bitwise_or.Scalar|bitwise_or.Tensor_out|bitwise_or.Scalar_out|bitwise_or.Scalar_Tensor|"
+     "__or__.Tensor|__or__.Scalar", bitwise_or},
+    {"bitwise_xor.Tensor|bitwise_xor.Scalar|bitwise_xor.Tensor_out|bitwise_xor.Scalar_out|bitwise_xor.Scalar_Tensor|"
+     "__xor__.Tensor|__xor__.Scalar", bitwise_xor},
+    {"bitwise_left_shift.Tensor|bitwise_left_shift.Tensor_Scalar|bitwise_left_shift.Scalar_Tensor|"
+     "bitwise_left_shift.Tensor_out|bitwise_left_shift.Tensor_Scalar_out|bitwise_left_shift.Scalar_Tensor_out|"
+     "__lshift__.Tensor|__lshift__.Scalar", shift_left},
+    {"bitwise_right_shift.Tensor|bitwise_right_shift.Tensor_Scalar|bitwise_right_shift.Scalar_Tensor|"
+     "bitwise_right_shift.Tensor_out|bitwise_right_shift.Tensor_Scalar_out|bitwise_right_shift.Scalar_Tensor_out|"
+     "__rshift__.Tensor|__rshift__.Scalar", shift_right},
+    {"xlogy.Tensor|xlogy.Scalar_Self|xlogy.Scalar_Other|xlogy.OutTensor|xlogy.OutScalar_Self|xlogy.OutScalar_Other",
+     xlogy},
+    {"hypot|hypot.out", hypot}, {"copysign.Tensor|copysign.Scalar|copysign.out|copysign.Scalar_out", copysign},
+    {"heaviside|heaviside.out", heaviside}, {"nextafter|nextafter.out", nextafter},
+    {"logaddexp|logaddexp.out", logaddexp}, {"logaddexp2|logaddexp2.out", logaddexp2},
     {"logical_and|logical_and.out", logical_and}, {"logical_or|logical_or.out", logical_or},
     {"logical_xor|logical_xor.out", logical_xor},
     {"eq.Tensor|eq.Scalar|eq.Tensor_out|eq.Scalar_out", eq}, {"ne.Tensor|ne.Scalar|ne.Tensor_out|ne.Scalar_out", ne},
     {"lt.Tensor|lt.Scalar|lt.Tensor_out|lt.Scalar_out", lt}, {"le.Tensor|le.Scalar|le.Tensor_out|le.Scalar_out", le},
     {"gt.Tensor|gt.Scalar|gt.Tensor_out|gt.Scalar_out", gt}, {"ge.Tensor|ge.Scalar|ge.Tensor_out|ge.Scalar_out", ge},
-    {"where.self|where.self_out", where},
-    {"clamp|clamp.Tensor|clamp.out|clamp.Tensor_out", clamp}, {"clamp_min|clamp_min.Tensor|clamp_min.out", clamp_min},
-    {"clamp_max|clamp_max.Tensor|clamp_max.out", clamp_max},
-    {"relu", relu}, {"leaky_relu|leaky_relu.out", leaky_relu}, {"silu|silu.out", silu},
-    {"gelu|gelu.out", gelu}, {"softplus|softplus.out", softplus},
+    {"where.self|where.self_out|where.ScalarSelf|where.ScalarOther|where.Scalar", where},
+    {"clamp|clamp.Tensor|clamp.out|clamp.Tensor_out", clamp},
+    {"clamp_min|clamp_min.Tensor|clamp_min.out|clamp_min.Tensor_out", clamp_min},
+    {"clamp_max|clamp_max.Tensor|clamp_max.out|clamp_max.Tensor_out", clamp_max},
     {"lerp.Scalar|lerp.Tensor|lerp.Scalar_out|lerp.Tensor_out", lerp},
     {"addcmul|addcmul.out", addcmul}, {"addcdiv|addcdiv.out", addcdiv},
-    {"isnan", isnan}, {"isinf", isinf}, {"isfinite", isfinite}, {"nan_to_num|nan_to_num.out", nan_to_num},
+    {"isnan|isnan.out", isnan}, {"isinf|isinf.out", isinf}, {"isfinite", isfinite},
+    {"nan_to_num|nan_to_num.out", nan_to_num},
 });
 
 }  // namespace
 
+// erf: a Taylor series for |x| < 1 (where 1 - erfc would lose the relative accuracy of small results),
+// 1 - erfc(|x|) above, with x's sign.
+Value erf_of(Builder& b, Value x) {
+  Value x2 = b.mul(x, x);
+  double term = 2 / std::sqrt(M_PI);  // 2/sqrt(pi) (-1)^n / (n! (2n + 1))
+  std::vector<double> coef;
+  for (int n = 0; n <= 12; ++n, term *= -1.0 / n) coef.push_back(term / (2 * n + 1));
+  Value poly = K(b, x, coef.back());
+  for (int n = 11; n >= 0; --n) poly = b.add(K(b, x, coef[n]), b.mul(x2, poly));
+  Value small = b.mul(x, poly);
+  Value ax = b.unary(Op::Abs, x);
+  Value large = b.sub(K(b, x, 1), erfc_abs(b, ax));
+  large = b.select(signbit_of(b, x), b.unary(Op::Neg, large), large);
+  return b.select(cmp(b, ax, Cmp::LT, K(b, x, 1)), small, large);
+}
+
 Value gelu_of(Builder& b, Value x, bool tanh_approx) {
-  auto k = [&](double v) { return scalar_like(b, v, x.type); };
-  if (tanh_approx) {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-    Value inner = b.mul(k(0.7978845608028654), b.add(x, b.mul(k(0.044715), b.mul(x, b.mul(x, x)))));
-    return b.mul(b.mul(k(0.5), x), b.add(k(1), b.unary(Op::Tanh, inner)));
+  if (tanh_approx) {  // 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
+    Value u2 = b.mul(K(b, x, 2 * 0.7978845608028654), b.add(x, b.mul(K(b, x, 0.044715), b.mul(x, b.mul(x, x)))));
+    return b.mul(x, b.unary(Op::Logistic, u2));
   }
-  Value erf = erf_of(b, b.mul(x, k(0.7071067811865476)));  // 0.5 x (1 + erf(x / sqrt 2))
-  return b.mul(b.mul(k(0.5), x), b.add(k(1), erf));
+  // 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): no cancellation for negative x
+  return b.mul(b.mul(K(b, x, 0.5), x), erfc_of(b, b.mul(x, K(b, x, -0.7071067811865476))));
 }
 
 }  // namespace tpu::lower

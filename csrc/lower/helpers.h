@@ -42,4 +42,8 @@ Value gelu_of(Builder& b, Value x, bool tanh_approx);  // elementwise.cpp
 double lowest(DType t);   // -inf for floats, the minimum for integers
 double highest(DType t);
 
+// a . b (dot_general dims d) with PyTorch's numerics: float32 at torch.set_float32_matmul_precision,
+// half types accumulated and returned in float32 (compute_type). linalg.cpp
+Value contract(Ctx& c, Value a, Value b, const hlo::DotDims& d);
+
 }  // namespace tpu::lower

@@ -58,7 +58,7 @@ Value Ctx::v(size_t i) const {
 
 Values Ctx::vs(size_t i) const {
   const Arg& a = arg(i);
-  if (a.kind != Arg::TensorList) fail("argument " + std::to_string(i) + " is not a tensor list");
+  if (a.kind != Arg::TensorList && a.kind != Arg::ScalarList) fail("argument " + std::to_string(i) + " is not a tensor list");
   Values out;
   for (int64_t k : a.ints) out.push_back(k >= 0 ? inputs[k] : Value{});
   return out;

@@ -25,11 +25,11 @@ using hlo::Values;
 
 // One argument of the ATen call. Tensors, tensor lists and scalars refer to Ctx::inputs.
 struct Arg {
-  enum Kind : uint8_t { None, Tensor, TensorList, Scalar, Int, Bool, IntList, FloatList, String };
+  enum Kind : uint8_t { None, Tensor, TensorList, Scalar, Int, Bool, IntList, FloatList, String, ScalarList };
   Kind kind = None;
   int64_t i = 0;              // Int, Bool; DType for dtype= arguments
   double f = 0;               // a structural Scalar's value (see Rule::structural)
-  std::vector<int64_t> ints;  // IntList; input indices of Tensor / TensorList (-1: None) / Scalar
+  std::vector<int64_t> ints;  // IntList; input indices of Tensor / TensorList (-1: None) / Scalar / ScalarList
   std::vector<double> floats; // FloatList
   std::string s;              // String
 };
@@ -44,7 +44,7 @@ struct Ctx {
   const Arg& arg(size_t i) const;
   bool has(size_t i) const { return i < args.size() && args[i].kind != Arg::None; }
   Value v(size_t i) const;   // a Tensor or Scalar argument
-  Values vs(size_t i) const; // a TensorList argument
+  Values vs(size_t i) const; // a TensorList argument, or a ScalarList (runtime scalar operands)
   int64_t i(size_t i) const;
   int64_t i(size_t i, int64_t fallback) const { return has(i) ? this->i(i) : fallback; }
   bool flag(size_t i, bool fallback = false) const { return has(i) ? args[i].i != 0 : fallback; }

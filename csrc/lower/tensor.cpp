@@ -1,29 +1,44 @@
-// Filling, copying and converting whole tensors; ranges.
+// Filling, copying and converting whole tensors; ranges and other factories.
+#include <cmath>
+
 #include "lower/helpers.h"
 
 namespace tpu::lower {
 namespace {
 
-Values clone(Ctx& c) { return {convert(c.b, c.v(0), c.out[0].dtype)}; }
-// copy_(self, src): src converted to self's dtype, broadcast to its shape
-Values copy(Ctx& c) { return {operand(c, 1, c.out[0].dtype, c.out[0].dims)}; }
-Values fill(Ctx& c) { return {operand(c, 1, c.out[0].dtype, c.out[0].dims)}; }
-Values zero(Ctx& c) { return {zeros(c.b, c.out[0])}; }
-Values to_copy(Ctx& c) { return {convert(c.b, c.v(0), c.out[0].dtype)}; }
-
-// arange.start_out(start, end, step): out[i] = start + i * step (bounds are structural)
-Values arange(Ctx& c) {
-  const TensorType& o = c.out[0];
-  DType t = is_integral(o.dtype) ? DType::S64 : DType::F64;
-  TensorType wide{t, o.dims};
-  Value i = c.b.iota(wide, 0);
-  Value v = c.b.add(scalar_like(c.b, c.f(0), wide), c.b.mul(i, scalar_like(c.b, c.f(2), wide)));
-  return {convert(c.b, v, o.dtype)};
+// PyTorch's dtype conversion: complex to real keeps the real part; double narrows to half types through
+// float (as c10::Half / c10::BFloat16 do), so results round the way CPU's do.
+Value cast(Builder& b, Value x, DType t) {
+  DType from = x.type.dtype;
+  if (is_complex(from) && !is_complex(t)) {
+    x = b.unary(hlo::Op::Real, x);
+    from = x.type.dtype;
+  }
+  if (from == DType::F64 && (t == DType::F16 || t == DType::BF16)) x = convert(b, x, DType::F32);
+  return convert(b, x, t);
 }
 
-// linspace(start, end, steps): start + i * (end - start) / (steps - 1), runtime bounds
-Values linspace(Ctx& c) {
+Values clone(Ctx& c) { return {cast(c.b, c.v(0), c.out[0].dtype)}; }
+// copy_(self, src): src converted to self's dtype, broadcast to its shape
+Values copy(Ctx& c) { return {broadcast_to(c.b, cast(c.b, c.v(1), c.out[0].dtype), c.out[0].dims)}; }
+Values fill(Ctx& c) { return {broadcast_to(c.b, cast(c.b, c.v(1), c.out[0].dtype), c.out[0].dims)}; }
+Values zero(Ctx& c) { return {zeros(c.b, c.out[0])}; }
+Values to_copy(Ctx& c) { return {cast(c.b, c.v(0), c.out[0].dtype)}; }
+
+// arange.start_out(start, end, step): out[i] = start + i * step, in double (int64 for integer results) as CPU's
+// accumulate type. start and step are runtime operands: only the length, from out's shape, shapes the program.
+Values arange(Ctx& c) {
   const TensorType& o = c.out[0];
+  TensorType wide{is_integral(o.dtype) ? DType::S64 : DType::F64, o.dims};
+  Value start = broadcast_to(c.b, cast(c.b, c.v(0), wide.dtype), o.dims);
+  Value step = broadcast_to(c.b, cast(c.b, c.v(2), wide.dtype), o.dims);
+  return {cast(c.b, c.b.add(start, c.b.mul(c.b.iota(wide, 0), step)), o.dtype)};
+}
+// range.out(start, end, step): arange including end
+Values range(Ctx& c) { return arange(c); }
+
+// linspace(start, end, steps): start + i * (end - start) / (steps - 1), runtime bounds
+Value linspace_of(Ctx& c, const TensorType& o) {
   TensorType wide{is_complex(o.dtype) ? o.dtype : DType::F64, o.dims};
   int64_t n = o.dims[0];
   Value start = broadcast_to(c.b, convert(c.b, c.v(0), wide.dtype), o.dims);
@@ -34,9 +49,20 @@ Values linspace(Ctx& c) {
   Value lo = c.b.add(start, c.b.mul(step, i));
   Value hi = c.b.sub(end, c.b.mul(step, c.b.sub(scalar_like(c.b, double(n - 1), wide), i)));
   Value first_half = c.b.compare(i, scalar_like(c.b, double(n / 2), wide), hlo::Cmp::LT);
-  Value v = c.b.select(first_half, lo, hi);
+  return c.b.select(first_half, lo, hi);
+}
+Values linspace(Ctx& c) {
+  const TensorType& o = c.out[0];
+  Value v = linspace_of(c, o);
   if (is_integral(o.dtype)) v = c.b.unary(hlo::Op::Floor, v);
-  return {convert(c.b, v, o.dtype)};
+  return {cast(c.b, v, o.dtype)};
+}
+// logspace(start, end, steps, base): base ** linspace(start, end, steps)
+Values logspace(Ctx& c) {
+  const TensorType& o = c.out[0];
+  Value e = linspace_of(c, o);
+  Value base = broadcast_to(c.b, convert(c.b, c.v(3), e.type.dtype), o.dims);
+  return {cast(c.b, c.b.binary(hlo::Op::Power, base, e), o.dtype)};
 }
 
 Values eye(Ctx& c) {
@@ -46,11 +72,33 @@ Values eye(Ctx& c) {
   return {convert(c.b, diag, o.dtype)};
 }
 
+// tril_indices / triu_indices(row, col, offset): every argument is a constant, so is the result
+Values tri_indices(Ctx& c, bool lower) {
+  int64_t rows = c.i(0), cols = c.i(1), offset = c.i(2);
+  std::vector<int64_t> r, k;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      if (lower ? j - i <= offset : j - i >= offset) {
+        r.push_back(i);
+        k.push_back(j);
+      }
+  r.insert(r.end(), k.begin(), k.end());
+  TensorType t{DType::S64, {2, static_cast<int64_t>(k.size())}};
+  if (k.empty()) return {convert(c.b, zeros(c.b, t), c.out[0].dtype)};
+  return {convert(c.b, c.b.constant(t, r.data(), r.size() * sizeof(int64_t)), c.out[0].dtype)};
+}
+Values tril_indices(Ctx& c) { return tri_indices(c, true); }
+Values triu_indices(Ctx& c) { return tri_indices(c, false); }
+
 Register r({
-    {"clone|clone.out", clone}, {"copy_|copy", copy}, {"fill_.Scalar|fill_.Tensor|fill.Scalar|fill.Tensor", fill},
-    {"zero_|zero", zero}, {"_to_copy|_to_copy.out", to_copy},
-    {"arange.start_out", arange, 0b111}, {"linspace.out|linspace", linspace},
+    {"clone|clone.out", clone}, {"copy_|copy|copy.out", copy},
+    {"fill_.Scalar|fill_.Tensor|fill.Scalar|fill.Tensor|fill.Scalar_out|fill.Tensor_out", fill},
+    {"zero_|zero|zero.out", zero}, {"_to_copy|_to_copy.out", to_copy},
+    {"_efficientzerotensor|_efficientzerotensor.out", zero},
+    {"arange.start_out", arange}, {"range.out", range},
+    {"linspace.out|linspace", linspace}, {"logspace.out|logspace", logspace},
     {"eye.out|eye.m_out", eye},
+    {"tril_indices|tril_indices.out", tril_indices}, {"triu_indices|triu_indices.out", triu_indices},
 });
 
 }  // namespace

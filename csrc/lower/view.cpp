@@ -57,12 +57,25 @@ std::vector<size_t> dense_order(const View& v) {
   return dims.empty() ? std::vector<size_t>{SIZE_MAX} : dims;
 }
 
+// The flat `base` reinterpreted as a flat array of `dtype` (same bytes, like Tensor.view(dtype)).
+// Bool goes through u8: StableHLO cannot bitcast i1.
 Value as_view_dtype(hlo::Builder& b, Value base, DType dtype) {
   if (base.type.dtype == dtype) return base;
-  if (byte_size(base.type.dtype) != byte_size(dtype))
-    throw hlo::Error("view(dtype) between element sizes " + std::to_string(byte_size(base.type.dtype)) +
-                     " and " + std::to_string(byte_size(dtype)) + " is not supported yet");
-  return b.bitcast_convert(base, dtype);
+  if (base.type.dtype == DType::Pred) base = b.convert(base, DType::U8);
+  DType to = dtype == DType::Pred ? DType::U8 : dtype;
+  int64_t from_size = byte_size(base.type.dtype), to_size = byte_size(to), n = base.type.dims[0];
+  Value out;
+  if (from_size == to_size) {
+    out = b.bitcast_convert(base, to);
+  } else if (from_size > to_size) {  // each element becomes several: [n] -> [n, r] -> [n * r]
+    out = b.reshape(b.bitcast_convert(base, to), {n * (from_size / to_size)});
+  } else {  // several elements become one: [n] -> [n / r, r] -> [n / r]
+    int64_t r = to_size / from_size;
+    if (n % r) throw hlo::Error("view(dtype): " + std::to_string(n * from_size) + " bytes do not divide into " +
+                                std::to_string(to_size) + "-byte elements");
+    out = b.bitcast_convert(b.reshape(base, {n / r, r}), to);
+  }
+  return dtype == DType::Pred ? b.convert(out, DType::Pred) : out;
 }
 
 }  // namespace
@@ -126,7 +139,7 @@ Value write_view(hlo::Builder& b, Value base, Value update, const View& v) {
                        [](hlo::Builder&, const hlo::Values& a) { return hlo::Values{a[1]}; },
                        false, true)[0];
   }
-  return result.type.dtype == base_dtype ? result : b.bitcast_convert(result, base_dtype);
+  return as_view_dtype(b, result, base_dtype);
 }
 
 }  // namespace tpu::lower

@@ -68,6 +68,8 @@ struct Params {
   std::vector<int> of_input;      // input index -> parameter
   std::vector<Storage*> storage;  // parameter -> storage, or null for a scalar
   std::vector<int> input;         // parameter -> input index (scalars) or -1
+  // parameter -> its storage was never written: the program uses zeros, nothing is transferred
+  bool zero(size_t q) const { return storage[q] && !storage[q]->buffer; }
 
   int find(const Storage* st) const {
     for (size_t p = 0; p < storage.size(); ++p)
@@ -120,7 +122,7 @@ std::string cache_key(const OpCall& c, const Params& p) {
     k << ';';
   }
   for (size_t q = 0; q < p.storage.size(); ++q) {
-    if (p.storage[q]) k << "|p" << static_cast<int>(p.storage[q]->dtype) << ':' << p.storage[q]->numel();
+    if (p.storage[q]) k << (p.zero(q) ? "|z" : "|p") << static_cast<int>(p.storage[q]->dtype) << ':' << p.storage[q]->numel();
     else k << "|s" << static_cast<int>(c.inputs[p.input[q]].scalar_dtype);
   }
   for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -140,10 +142,13 @@ std::string cache_key(const OpCall& c, const Params& p) {
 
 Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> results) {
   hlo::Module m;
-  hlo::Values params;
+  hlo::Values params(p.storage.size());
   for (size_t q = 0; q < p.storage.size(); ++q)
-    params.push_back(m.arg(p.storage[q] ? p.storage[q]->type() : hlo::scalar(c.inputs[p.input[q]].scalar_dtype)));
+    if (!p.zero(q))
+      params[q] = m.arg(p.storage[q] ? p.storage[q]->type() : hlo::scalar(c.inputs[p.input[q]].scalar_dtype));
   hlo::Builder& b = m.builder();
+  for (size_t q = 0; q < p.storage.size(); ++q)
+    if (p.zero(q)) params[q] = b.splat(p.storage[q]->type(), 0);
   hlo::Values inputs;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     hlo::Value a = params[p.of_input[i]];
@@ -183,6 +188,10 @@ Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> res
 
 }  // namespace
 
+void Storage::settle(DType as) {
+  if (!buffer) dtype = as;
+}
+
 const std::shared_ptr<pjrt::Buffer>& Storage::materialize(DType as) {
   if (!buffer) {
     dtype = as;
@@ -206,15 +215,16 @@ Launched launch(OpCall& c, const std::function<std::vector<hlo::TensorType>()>& 
   Runtime& rt = Runtime::get();
   Params p = assign_params(c);
   for (size_t i = 0; i < c.inputs.size(); ++i)
-    if (c.inputs[i].storage) c.inputs[i].storage->materialize(c.inputs[i].view.dtype);
+    if (c.inputs[i].storage) c.inputs[i].storage->settle(c.inputs[i].view.dtype);
   for (const Write& w : c.writes)
-    if (!w.covers()) w.dest->materialize(w.view.dtype);
+    if (!w.covers()) w.dest->settle(w.view.dtype);
   std::string where = c.name + (c.origin.empty() ? "" : " at " + c.origin);
   auto compiled = rt.cache().get(cache_key(c, p), [&] { return build(c, p, infer_results()); }, where);
 
   std::vector<std::shared_ptr<pjrt::Buffer>> hold;
   std::vector<const pjrt::Buffer*> args;
   for (size_t q = 0; q < p.storage.size(); ++q) {
+    if (p.zero(q)) continue;
     hold.push_back(p.storage[q] ? p.storage[q]->buffer : scalar_buffer(c.inputs[p.input[q]], c.device));
     args.push_back(hold.back().get());
   }

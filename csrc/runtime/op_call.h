@@ -28,6 +28,8 @@ struct Storage {
 
   int64_t numel() const { return nbytes / byte_size(dtype); }
   hlo::TensorType type() const { return {dtype, {numel()}}; }
+  // A never-written storage takes the dtype it is first used as (it reads as zeros of it).
+  void settle(DType as);
   // The buffer; a never-written storage becomes zeros of `as` first.
   const std::shared_ptr<pjrt::Buffer>& materialize(DType as);
   // Installs `b` (flat, of `t`) as the whole contents.

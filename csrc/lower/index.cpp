@@ -1,0 +1,435 @@
+// Indexing: advanced indexing (index, index_put), gather/scatter along a dim, index_* along a dim,
+// masked ops, embedding's backward, take. Indices count from the end when negative; out-of-range
+// indices are clamped by gather and dropped by scatter, as in XLA (no device-side bounds checks).
+#include "lower/helpers.h"
+
+namespace tpu::lower {
+namespace {
+using hlo::Cmp;
+
+Dims with(Dims d, int64_t last) {
+  d.push_back(last);
+  return d;
+}
+
+// `idx` as s64 with negative entries wrapped for a dim of size n.
+Value wrap_index(Builder& b, Value idx, int64_t n) {
+  idx = convert(b, idx, DType::S64);
+  Value neg = b.compare(idx, zeros(b, idx.type), Cmp::LT);
+  return b.select(neg, b.add(idx, scalar_like(b, static_cast<double>(n), idx.type)), idx);
+}
+
+// Argument i, an index tensor: int32 or int64, as PyTorch checks (some meta kernels do not).
+Value int_index(Ctx& c, size_t i) {
+  Value v = c.v(i);
+  if (!info(v.type.dtype).is_int) c.fail("Expected dtype int32/int64 for index, got " + std::string(info(v.type.dtype).name));
+  return v;
+}
+
+Value at_least_1d(Builder& b, Value x) { return x.type.rank() ? x : b.reshape(x, {1}); }
+
+enum class Combine { Replace, Add, Mul, Max, Min };
+
+hlo::Body body(Combine k) {
+  return [k](Builder& r, const Values& a) -> Values {
+    bool pred = a[0].type.dtype == DType::Pred;
+    switch (k) {
+      case Combine::Add: return {pred ? r.or_(a[0], a[1]) : r.add(a[0], a[1])};
+      case Combine::Mul: return {pred ? r.and_(a[0], a[1]) : r.mul(a[0], a[1])};
+      case Combine::Max: return {r.max(a[0], a[1])};
+      case Combine::Min: return {r.min(a[0], a[1])};
+      default: return {a[1]};
+    }
+  };
+}
+
+// Scatter `updates` into `x` (in the computation type for sums and products).
+Value scatter_(Builder& b, Value x, Value indices, Value updates, const hlo::ScatterDims& s, Combine k) {
+  if (updates.type.numel() == 0) return x;
+  DType t = x.type.dtype, ct = k == Combine::Add || k == Combine::Mul ? compute_type(t) : t;
+  Value r = b.scatter({convert(b, x, ct)}, indices, {convert(b, updates, ct)}, s, body(k))[0];
+  return convert(b, r, t);
+}
+
+// ---- along one dim, with a full coordinate per element (gather, scatter) ----
+
+// Coordinates of every element of `index` (shape I, rank = x's) into x: shape I + [rank], the
+// component `dim` being the index value and the others the element's own position.
+Value coords_along(Builder& b, Value index, int64_t dim, const Dims& x_dims) {
+  int64_t r = index.type.rank();
+  TensorType t{DType::S64, index.type.dims};
+  Values parts;
+  for (int64_t d = 0; d < r; ++d)
+    parts.push_back(b.reshape(d == dim ? wrap_index(b, index, x_dims[d]) : b.iota(t, d), with(t.dims, 1)));
+  return r == 1 ? parts[0] : b.concatenate(parts, r);
+}
+
+hlo::ScatterDims point_dims(int64_t rank) {
+  hlo::ScatterDims s;
+  for (int64_t d = 0; d < rank; ++d) s.inserted_window_dims.push_back(d);
+  s.scatter_dims_to_operand_dims = s.inserted_window_dims;
+  s.index_vector_dim = rank;
+  return s;
+}
+
+// gather(self, dim, index)
+Values gather(Ctx& c) {
+  Value x = at_least_1d(c.b, c.v(0)), idx = at_least_1d(c.b, c.v(2));
+  if (idx.type.numel() == 0 || x.type.numel() == 0) return {zeros(c.b, c.out[0])};
+  int64_t r = x.type.rank(), dim = wrap_dim(c.i(1), r);
+  hlo::GatherDims g;
+  g.collapsed_slice_dims = point_dims(r).inserted_window_dims;
+  g.start_index_map = g.collapsed_slice_dims;
+  g.index_vector_dim = r;
+  Value out = c.b.gather(x, coords_along(c.b, idx, dim, x.type.dims), g, Dims(r, 1));
+  return {c.b.reshape(out, c.out[0].dims)};
+}
+
+Combine combine_of(Ctx& c, const std::string& s) {
+  if (s == "add" || s == "sum") return Combine::Add;
+  if (s == "multiply" || s == "prod") return Combine::Mul;
+  if (s == "amax") return Combine::Max;
+  if (s == "amin") return Combine::Min;
+  c.fail("unknown reduce '" + s + "'");
+}
+
+// Argument i (a src tensor, or a value) as the updates of `index`'s elements, of dtype t.
+Value updates_for(Ctx& c, size_t i, Value index, DType t) {
+  Value src = c.v(i);
+  if (c.arg(i).kind == Arg::Scalar) return broadcast_to(c.b, convert(c.b, src, t), index.type.dims);
+  src = at_least_1d(c.b, src);
+  if (src.type.dims != index.type.dims)  // src may be larger than index: its leading corner
+    src = c.b.slice(src, Dims(src.type.rank(), 0), index.type.dims);
+  return convert(c.b, src, t);
+}
+
+// scatter.src / .value / .reduce / .value_reduce(self, dim, index, src|value[, reduce]), scatter_add
+Values scatter_with(Ctx& c, Combine k) {
+  Value x = at_least_1d(c.b, c.v(0)), idx = at_least_1d(c.b, c.v(2));
+  if (idx.type.numel() == 0) return {c.b.reshape(x, c.out[0].dims)};
+  int64_t r = x.type.rank(), dim = wrap_dim(c.i(1), r);
+  Value pts = coords_along(c.b, idx, dim, x.type.dims);
+  Value out = scatter_(c.b, x, pts, updates_for(c, 3, idx, x.type.dtype), point_dims(r), k);
+  return {c.b.reshape(out, c.out[0].dims)};
+}
+Values scatter(Ctx& c) { return scatter_with(c, c.has(4) ? combine_of(c, c.s(4)) : Combine::Replace); }
+Values scatter_add(Ctx& c) { return scatter_with(c, Combine::Add); }
+
+// scatter_reduce.two(self, dim, index, src, reduce, include_self)
+Values scatter_reduce(Ctx& c) {
+  Value x = at_least_1d(c.b, c.v(0)), idx = at_least_1d(c.b, c.v(2));
+  const std::string& red = c.s(4);
+  if (idx.type.numel() == 0) return {c.b.reshape(x, c.out[0].dims)};
+  int64_t r = x.type.rank(), dim = wrap_dim(c.i(1), r);
+  DType t = x.type.dtype;
+  Value pts = coords_along(c.b, idx, dim, x.type.dims);
+  Value upd = updates_for(c, 3, idx, t);
+  hlo::ScatterDims s = point_dims(r);
+  bool include_self = c.flag(5, true);
+  if (!include_self) {  // the positions written start from the identity (amax/amin: from one of their values)
+    bool extreme = red == "amax" || red == "amin";
+    x = scatter_(c.b, x, pts, extreme ? upd : c.b.splat({t, idx.type.dims}, red == "prod" ? 1 : 0), s,
+                 Combine::Replace);
+  }
+  if (red != "mean") return {c.b.reshape(scatter_(c.b, x, pts, upd, s, combine_of(c, red)), c.out[0].dims)};
+  DType ct = compute_type(t);
+  Value sum = c.b.scatter({convert(c.b, x, ct)}, pts, {convert(c.b, upd, ct)}, s, body(Combine::Add))[0];
+  TensorType count_t{ct, x.type.dims};
+  Value count = include_self ? scalar_like(c.b, 1, count_t) : zeros(c.b, count_t);
+  count = c.b.scatter({count}, pts, {c.b.splat({ct, idx.type.dims}, 1)}, s, body(Combine::Add))[0];
+  count = c.b.max(count, scalar_like(c.b, 1, count_t));
+  Value q = c.b.div(sum, count);
+  if (is_integral(ct)) {  // floor division (counts are positive)
+    Value rem = c.b.binary(hlo::Op::Remainder, sum, count);
+    Value fix = c.b.and_(c.b.compare(rem, zeros(c.b, count_t), Cmp::NE), c.b.compare(sum, zeros(c.b, count_t), Cmp::LT));
+    q = c.b.select(fix, c.b.sub(q, scalar_like(c.b, 1, count_t)), q);
+  }
+  return {c.b.reshape(convert(c.b, q, t), c.out[0].dims)};
+}
+
+// ---- along one dim, with one index per slice (index_select, index_add, ...) ----
+
+// x indexed along `dim` by the s64 tensor `idx` (any shape I): x's dims with `dim` replaced by I's.
+Value take_dim(Builder& b, Value x, int64_t dim, Value idx) {
+  int64_t r = x.type.rank(), m = idx.type.rank();
+  hlo::GatherDims g;
+  g.collapsed_slice_dims = {dim};
+  g.start_index_map = {dim};
+  g.index_vector_dim = m;
+  for (int64_t d = 0; d < r; ++d)
+    if (d != dim) g.offset_dims.push_back(d < dim ? d : d + m - 1);
+  Dims sizes = x.type.dims;
+  sizes[dim] = 1;
+  return b.gather(x, b.reshape(idx, with(idx.type.dims, 1)), g, sizes);
+}
+
+// x with the slices `idx` (s64, 1-D) of `dim` combined with `updates` (x's shape, dim sized like idx).
+Value scatter_dim(Builder& b, Value x, int64_t dim, Value idx, Value updates, Combine k) {
+  hlo::ScatterDims s;
+  for (int64_t d = 0; d < x.type.rank(); ++d)
+    if (d != dim) s.update_window_dims.push_back(d);
+  s.inserted_window_dims = {dim};
+  s.scatter_dims_to_operand_dims = {dim};
+  s.index_vector_dim = 1;
+  return scatter_(b, x, b.reshape(idx, {idx.type.numel(), 1}), updates, s, k);
+}
+
+// index_select(self, dim, index)
+Values index_select(Ctx& c) {
+  Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
+  int64_t dim = wrap_dim(c.i(1), x.type.rank());
+  if (c.out[0].numel() == 0 || x.type.dims[dim] == 0) return {zeros(c.b, c.out[0])};
+  idx = wrap_index(c.b, c.b.reshape(idx, {idx.type.numel()}), x.type.dims[dim]);
+  return {c.b.reshape(take_dim(c.b, x, dim, idx), c.out[0].dims)};
+}
+
+// take(self, index): self flattened, indexed by index (any shape)
+Values take(Ctx& c) {
+  Value x = c.v(0), idx = c.v(1);
+  if (c.out[0].numel() == 0 || x.type.numel() == 0) return {zeros(c.b, c.out[0])};
+  return {take_dim(c.b, c.b.reshape(x, {x.type.numel()}), 0, wrap_index(c.b, idx, x.type.numel()))};
+}
+
+// index_add(self, dim, index, source, alpha) / index_copy(self, dim, index, source)
+Values index_combine(Ctx& c, Combine k) {
+  Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
+  int64_t dim = wrap_dim(c.i(1), x.type.rank()), n = idx.type.numel();
+  if (n == 0) return {c.b.reshape(x, c.out[0].dims)};
+  Dims src_shape = x.type.dims;
+  src_shape[dim] = n;
+  DType t = k == Combine::Add ? compute_type(x.type.dtype) : x.type.dtype;
+  Value src = convert(c.b, c.b.reshape(c.v(3), src_shape), t);
+  if (k == Combine::Add && c.has(4)) src = c.b.mul(src, operand(c, 4, t, src_shape));
+  idx = wrap_index(c.b, c.b.reshape(idx, {n}), x.type.dims[dim]);
+  return {c.b.reshape(scatter_dim(c.b, x, dim, idx, src, k), c.out[0].dims)};
+}
+Values index_add(Ctx& c) { return index_combine(c, Combine::Add); }
+Values index_copy(Ctx& c) { return index_combine(c, Combine::Replace); }
+
+// index_fill(self, dim, index, value)
+Values index_fill(Ctx& c) {
+  Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
+  int64_t dim = wrap_dim(c.i(1), x.type.rank()), n = x.type.dims[dim], k = idx.type.numel();
+  if (k == 0 || n == 0) return {c.b.reshape(x, c.out[0].dims)};
+  idx = wrap_index(c.b, c.b.reshape(idx, {k}), n);
+  Value hit = scatter_dim(c.b, zeros(c.b, {DType::Pred, {n}}), 0, idx, c.b.splat({DType::Pred, {k}}, 1),
+                          Combine::Replace);
+  Value mask = c.b.broadcast_in_dim(hit, x.type.dims, {dim});
+  Value out = c.b.select(mask, operand(c, 3, x.type.dtype, x.type.dims), x);
+  return {c.b.reshape(out, c.out[0].dims)};
+}
+
+// ---- masks ----
+
+// masked_fill(self, mask, value)
+Values masked_fill(Ctx& c) {
+  const TensorType& o = c.out[0];
+  Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), o.dims);
+  return {c.b.select(mask, operand(c, 2, o.dtype, o.dims), operand(c, 0, o.dtype, o.dims))};
+}
+
+// Inclusive prefix sum of a 1-D tensor, in log2(n) shifted adds.
+Value prefix_sum(Builder& b, Value x) {
+  int64_t n = x.type.dims[0];
+  Value zero = zeros(b, hlo::scalar(x.type.dtype));
+  for (int64_t k = 1; k < n; k *= 2) x = b.add(x, b.pad(b.slice(x, {0}, {n - k}), zero, {k}, {0}));
+  return x;
+}
+
+// For each element of `mask` (pred), the number of true elements before it in row-major order,
+// clamped to [0, limit).
+Value mask_positions(Builder& b, Value mask, int64_t limit) {
+  int64_t n = mask.type.numel();
+  Value count = prefix_sum(b, convert(b, b.reshape(mask, {n}), DType::S64));
+  TensorType t = count.type;
+  Value pos = b.clamp(zeros(b, t), b.sub(count, scalar_like(b, 1, t)), scalar_like(b, double(limit - 1), t));
+  return b.reshape(pos, mask.type.dims);
+}
+
+// masked_scatter(self, mask, source): the k-th true position of mask takes source's k-th element.
+Values masked_scatter(Ctx& c) {
+  Value x = c.v(0), src = c.v(2);
+  int64_t s = src.type.numel();
+  if (s == 0 || x.type.numel() == 0) return {x};
+  Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), x.type.dims);
+  Value pos = mask_positions(c.b, mask, s);
+  Value picked = take_dim(c.b, c.b.reshape(convert(c.b, src, x.type.dtype), {s}), 0, pos);
+  return {c.b.select(mask, picked, x)};
+}
+
+// ---- advanced indexing ----
+
+Dims broadcast_shape(const Dims& a, const Dims& b) {
+  Dims out(std::max(a.size(), b.size()), 1);
+  for (size_t k = 0; k < out.size(); ++k) {
+    int64_t x = k < out.size() - a.size() ? 1 : a[k - (out.size() - a.size())];
+    int64_t y = k < out.size() - b.size() ? 1 : b[k - (out.size() - b.size())];
+    out[k] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// The indices of self[indices] (no masks): the indexed dims, their broadcast index tensors stacked
+// as coordinates (shape B + [K]), and where the result puts B's dims and the other dims.
+struct Plan {
+  Dims dims, batch, others;  // indexed dims; B; result positions of the non-indexed dims
+  Value coords;
+};
+
+Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
+  Plan p;
+  const auto& ids = c.arg(list).ints;
+  Values all = c.vs(list), used;
+  for (size_t k = 0; k < ids.size(); ++k)
+    if (ids[k] >= 0) {
+      if (all[k].type.dtype == DType::Pred || all[k].type.dtype == DType::U8)
+        c.fail("boolean mask indices are lowered only alone (index_put) or after nonzero (index)");
+      p.dims.push_back(static_cast<int64_t>(k));
+      used.push_back(all[k]);
+    }
+  if (used.empty()) return p;
+  for (Value v : used) p.batch = broadcast_shape(p.batch, v.type.dims);
+  Values parts;
+  for (size_t j = 0; j < used.size(); ++j) {
+    Value v = broadcast_to(c.b, convert(c.b, used[j], DType::S64), p.batch);
+    parts.push_back(c.b.reshape(wrap_index(c.b, v, x_dims[p.dims[j]]), with(p.batch, 1)));
+  }
+  int64_t nb = static_cast<int64_t>(p.batch.size());
+  p.coords = parts.size() == 1 ? parts[0] : c.b.concatenate(parts, nb);
+  // adjacent indexed dims keep their place in the result; otherwise B's dims come first
+  bool adjacent = p.dims.back() - p.dims.front() + 1 == static_cast<int64_t>(p.dims.size());
+  int64_t pos = adjacent ? p.dims.front() : 0, j = 0;
+  for (int64_t d = 0; d < static_cast<int64_t>(x_dims.size()); ++d)
+    if (std::find(p.dims.begin(), p.dims.end(), d) == p.dims.end()) p.others.push_back(j < pos ? j++ : nb + j++);
+  return p;
+}
+
+// index.Tensor(self, indices)
+Values index(Ctx& c) {
+  Value x = c.v(0);
+  const TensorType& o = c.out[0];
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  Plan p = plan(c, 1, x.type.dims);
+  if (p.dims.empty()) return {x};
+  hlo::GatherDims g;
+  g.offset_dims = p.others;
+  g.collapsed_slice_dims = p.dims;
+  g.start_index_map = p.dims;
+  g.index_vector_dim = static_cast<int64_t>(p.batch.size());
+  Dims sizes = x.type.dims;
+  for (int64_t d : p.dims) sizes[d] = 1;
+  return {c.b.gather(x, p.coords, g, sizes)};
+}
+
+// x[mask] = values (+= with accumulate) for one boolean mask covering dims [p, p + mask.rank):
+// the k-th true position takes row k of values along the mask's result dim (or its only row).
+Value mask_put(Builder& b, Value x, int64_t p, Value mask, Value values, bool acc) {
+  int64_t m = mask.type.rank(), r = x.type.rank();
+  mask = convert(b, mask, DType::Pred);
+  Dims pre(x.type.dims.begin(), x.type.dims.begin() + p), post(x.type.dims.begin() + p + m, x.type.dims.end());
+  Dims mask_dims, other_dims;  // positions in x
+  for (int64_t d = 0; d < r; ++d) (d >= p && d < p + m ? mask_dims : other_dims).push_back(d);
+  int64_t q = p - (p + 1 + static_cast<int64_t>(post.size()) - values.type.rank());  // values' row dim
+  int64_t rows = q >= 0 && values.type.dims[q] != 1 ? values.type.dims[q] : 1;
+  DType ct = acc ? compute_type(x.type.dtype) : x.type.dtype;
+  Dims vshape = pre;
+  vshape.push_back(rows);
+  vshape.insert(vshape.end(), post.begin(), post.end());
+  Value v = broadcast_to(b, convert(b, values, ct), vshape);
+  Value picked;
+  if (rows == 1) {
+    Dims squeezed = pre;
+    squeezed.insert(squeezed.end(), post.begin(), post.end());
+    picked = b.broadcast_in_dim(b.reshape(v, squeezed), x.type.dims, other_dims);
+  } else {
+    picked = take_dim(b, v, p, mask_positions(b, mask, rows));
+  }
+  Value base = convert(b, x, ct);
+  Value mask_b = b.broadcast_in_dim(mask, x.type.dims, mask_dims);
+  return convert(b, b.select(mask_b, acc ? b.add(base, picked) : picked, base), x.type.dtype);
+}
+
+// index_put / _index_put_impl(self, indices, values, accumulate, unsafe)
+Values index_put(Ctx& c) {
+  Value x = c.v(0), values = c.v(2);
+  bool acc = c.flag(3);
+  DType t = x.type.dtype, ct = acc ? compute_type(t) : t;
+  const auto& ids = c.arg(1).ints;
+  int64_t used = 0, first = -1;
+  for (size_t k = 0; k < ids.size(); ++k)
+    if (ids[k] >= 0 && used++ == 0) first = static_cast<int64_t>(k);
+  if (used == 1) {
+    Value mask = c.vs(1)[first];
+    if (mask.type.dtype == DType::Pred || mask.type.dtype == DType::U8)
+      return {mask_put(c.b, x, first, mask, values, acc)};
+  }
+  Plan p = plan(c, 1, x.type.dims);
+  if (p.dims.empty()) {
+    Value v = broadcast_to(c.b, convert(c.b, values, ct), x.type.dims);
+    return {convert(c.b, acc ? c.b.add(convert(c.b, x, ct), v) : v, t)};
+  }
+  // the shape of x[indices]: B's dims plus the others at their result positions
+  int64_t nb = static_cast<int64_t>(p.batch.size());
+  Dims shape(p.others.size() + nb, -1);
+  for (size_t j = 0, k = 0; j < x.type.dims.size(); ++j)
+    if (std::find(p.dims.begin(), p.dims.end(), static_cast<int64_t>(j)) == p.dims.end())
+      shape[p.others[k++]] = x.type.dims[j];
+  for (int64_t j = 0, k = 0; j < static_cast<int64_t>(shape.size()); ++j)
+    if (shape[j] < 0) shape[j] = p.batch[k++];
+  hlo::ScatterDims s;
+  s.update_window_dims = p.others;
+  s.inserted_window_dims = p.dims;
+  s.scatter_dims_to_operand_dims = p.dims;
+  s.index_vector_dim = nb;
+  Value upd = broadcast_to(c.b, convert(c.b, values, ct), shape);
+  return {scatter_(c.b, x, p.coords, upd, s, acc ? Combine::Add : Combine::Replace)};
+}
+
+// ---- embedding ----
+
+// embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
+Values embedding(Ctx& c) {
+  Value w = c.v(0), idx = c.v(1);
+  if (c.out[0].numel() == 0) return {zeros(c.b, c.out[0])};
+  return {take_dim(c.b, w, 0, wrap_index(c.b, idx, w.type.dims[0]))};
+}
+
+// embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+Values embedding_dense_backward(Ctx& c) {
+  const TensorType& o = c.out[0];
+  Value g = c.v(0), idx = c.v(1);
+  int64_t rows = c.i(2), pad = c.i(3), n = idx.type.numel(), width = o.dims[1];
+  if (n == 0 || o.numel() == 0) return {zeros(c.b, o)};
+  DType ct = compute_type(o.dtype);
+  idx = wrap_index(c.b, c.b.reshape(idx, {n}), rows);
+  Value grad = convert(c.b, c.b.reshape(g, {n, width}), ct);
+  if (pad >= 0) {
+    Value is_pad = c.b.compare(idx, scalar_like(c.b, double(pad), idx.type), Cmp::EQ);
+    grad = c.b.select(c.b.broadcast_in_dim(is_pad, {n, width}, {0}), zeros(c.b, grad.type), grad);
+  }
+  if (c.flag(4)) {  // each row's gradient divided by how often its index occurs
+    Value count = scatter_dim(c.b, zeros(c.b, {ct, {rows}}), 0, idx, c.b.splat({ct, {n}}, 1), Combine::Add);
+    grad = c.b.div(grad, c.b.broadcast_in_dim(take_dim(c.b, count, 0, idx), {n, width}, {0}));
+  }
+  return {convert(c.b, scatter_dim(c.b, zeros(c.b, {ct, o.dims}), 0, idx, grad, Combine::Add), o.dtype)};
+}
+
+Register r({
+    {"gather|gather.out", gather},
+    {"scatter.src|scatter.value|scatter.reduce|scatter.value_reduce|scatter.src_out|scatter.value_out|"
+     "scatter.reduce_out|scatter.value_reduce_out",
+     scatter},
+    {"scatter_add|scatter_add.out", scatter_add}, {"scatter_reduce.two|scatter_reduce.two_out", scatter_reduce},
+    {"index_select|index_select.out", index_select}, {"take|take.out", take},
+    {"index_add|index_add.out", index_add}, {"index_copy|index_copy.out", index_copy},
+    {"index_fill.int_Scalar|index_fill.int_Tensor|index_fill.int_Scalar_out|index_fill.int_Tensor_out", index_fill},
+    {"masked_fill.Scalar|masked_fill.Tensor|masked_fill.Scalar_out|masked_fill.Tensor_out", masked_fill},
+    {"masked_scatter|masked_scatter.out", masked_scatter},
+    {"index.Tensor|index.Tensor_out", index},
+    {"index_put|index_put.out|_index_put_impl|_index_put_impl.out", index_put},
+    {"embedding|embedding.out", embedding},
+    {"embedding_dense_backward|embedding_dense_backward.out", embedding_dense_backward},
+});
+
+}  // namespace
+}  // namespace tpu::lower

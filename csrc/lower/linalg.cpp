@@ -1,0 +1,52 @@
+// Matrix products: mm, bmm, dot, mv and their beta/alpha-scaled add forms. matmul, linear and einsum
+// decompose into these.
+#include "lower/helpers.h"
+
+namespace tpu::lower {
+
+Value contract(Ctx& c, Value a, Value b, const hlo::DotDims& d) {
+  DType t = a.type.dtype;
+  if (t == DType::F32) return c.b.dot_general(a, b, d, c.precision, c.precision);
+  if (t == DType::F64) return c.b.dot_general(a, b, d, hlo::Precision::Highest, hlo::Precision::Highest);
+  if (compute_type(t) != t) return c.b.dot_general(a, b, d, hlo::Precision::Default, hlo::Precision::Default, compute_type(t));
+  return c.b.dot_general(a, b, d);
+}
+
+namespace {
+
+const hlo::DotDims kMM{{}, {}, {1}, {0}};     // (m, k) . (k, n); also (m, k) . (k)
+const hlo::DotDims kDot{{}, {}, {0}, {0}};    // (k) . (k)
+const hlo::DotDims kBMM{{0}, {0}, {2}, {1}};  // (b, m, k) . (b, k, n)
+
+// Arguments a and b of the call in the result's dtype, contracted.
+Value product(Ctx& c, size_t a, size_t b, const hlo::DotDims& d) {
+  DType t = c.out[0].dtype;
+  return contract(c, convert(c.b, c.v(a), t), convert(c.b, c.v(b), t), d);
+}
+
+Values plain(Ctx& c, const hlo::DotDims& d) { return {result(c, product(c, 0, 1, d))}; }
+Values mm(Ctx& c) { return plain(c, kMM); }
+Values bmm(Ctx& c) { return plain(c, kBMM); }
+Values mv(Ctx& c) { return plain(c, kMM); }
+Values dot(Ctx& c) { return plain(c, kDot); }
+
+// beta * self + alpha * (a . b); beta == 0 ignores self (its nan and inf too), like PyTorch.
+Values scaled(Ctx& c, const hlo::DotDims& d) {
+  Value p = product(c, 1, 2, d);
+  DType t = p.type.dtype;
+  Value alpha = operand(c, 4, t, p.type.dims), beta = operand(c, 3, t, p.type.dims);
+  Value self = c.b.mul(beta, operand(c, 0, t, p.type.dims));
+  self = c.b.select(c.b.compare(beta, zeros(c.b, beta.type), hlo::Cmp::EQ), zeros(c.b, p.type), self);
+  return {result(c, c.b.add(self, c.b.mul(alpha, p)))};
+}
+Values addmm(Ctx& c) { return scaled(c, kMM); }
+Values baddbmm(Ctx& c) { return scaled(c, kBMM); }
+Values addmv(Ctx& c) { return scaled(c, kMM); }
+
+Register r({
+    {"mm|mm.out", mm}, {"bmm|bmm.out", bmm}, {"dot|dot.out", dot}, {"mv|mv.out", mv},
+    {"addmm|addmm.out", addmm}, {"baddbmm|baddbmm.out", baddbmm}, {"addmv|addmv.out", addmv},
+});
+
+}  // namespace
+}  // namespace tpu::lower

@@ -1,0 +1,178 @@
+// Shape ops that move elements without looking at their values: concatenation, flips and rolls,
+// triangles, constant padding, and the *_scatter ops that write a view of a fresh tensor.
+#include <algorithm>
+
+#include "lower/helpers.h"
+#include "lower/view.h"
+
+namespace tpu::lower {
+namespace {
+using hlo::Cmp;
+
+Dims contiguous_strides(const Dims& sizes) {
+  Dims s(sizes.size(), 1);
+  for (size_t d = sizes.size(); d-- > 1;) s[d - 1] = s[d] * std::max<int64_t>(sizes[d], 1);
+  return s;
+}
+
+// A view of a contiguous tensor shaped `sizes`, with dims `drop` removed (select, diagonal).
+View sub_view(DType t, const Dims& sizes, std::initializer_list<int64_t> drop) {
+  View v{t, {}, {}, 0};
+  Dims st = contiguous_strides(sizes);
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (std::find(drop.begin(), drop.end(), static_cast<int64_t>(d)) == drop.end()) {
+      v.sizes.push_back(sizes[d]);
+      v.strides.push_back(st[d]);
+    }
+  return v;
+}
+
+// `self` (contiguous) with the elements of view `v` replaced by `src`.
+Value write_into(Builder& b, Value self, Value src, const View& v) {
+  Value flat = b.reshape(self, {self.type.numel()});
+  return b.reshape(write_view(b, flat, convert(b, src, self.type.dtype), v), self.type.dims);
+}
+
+Values cat(Ctx& c) {
+  const TensorType& o = c.out[0];
+  int64_t dim = wrap_dim(c.i(1, 0), o.rank());
+  Values xs;
+  for (Value x : c.vs(0))  // empty tensors add nothing (and legacy 1-D empties have another rank)
+    if (x.type.numel() > 0) xs.push_back(convert(c.b, x, o.dtype));
+  if (xs.empty()) return {zeros(c.b, o)};
+  return {xs.size() == 1 ? xs[0] : c.b.concatenate(xs, dim)};
+}
+
+Values flip(Ctx& c) {
+  Value x = c.v(0);
+  return {c.b.reverse(x, reduce_dims(c.ints(1), x.type.rank(), false))};
+}
+
+Value roll_dim(Builder& b, Value x, int64_t d, int64_t shift) {
+  int64_t n = x.type.dims[d];
+  int64_t s = n ? ((shift % n) + n) % n : 0;
+  if (s == 0) return x;
+  Dims start(x.type.rank(), 0), mid = x.type.dims, end = x.type.dims;
+  mid[d] = n - s;
+  Value head = b.slice(x, start, mid);
+  start[d] = n - s;
+  return b.concatenate({b.slice(x, start, end), head}, d);
+}
+
+Values roll(Ctx& c) {
+  Value x = c.v(0);
+  const auto &shifts = c.ints(1), &dims = c.ints(2);
+  if (dims.empty())  // roll the flattened tensor
+    return {c.b.reshape(roll_dim(c.b, c.b.reshape(x, {x.type.numel()}), 0, shifts.at(0)), x.type.dims)};
+  for (size_t k = 0; k < dims.size(); ++k) x = roll_dim(c.b, x, wrap_dim(dims[k], x.type.rank()), shifts.at(k));
+  return {x};
+}
+
+// tril keeps col - row <= diagonal, triu keeps col - row >= diagonal (the last two dims).
+Values triangle(Ctx& c, Cmp keep) {
+  const TensorType& o = c.out[0];
+  int64_t r = o.rank();
+  TensorType t{DType::S64, {o.dims[r - 2], o.dims[r - 1]}};
+  Value diff = c.b.sub(c.b.iota(t, 1), c.b.iota(t, 0));
+  Value mask = c.b.compare(diff, c.b.splat(t, static_cast<double>(c.i(1, 0))), keep);
+  mask = c.b.broadcast_in_dim(mask, o.dims, {r - 2, r - 1});
+  return {c.b.select(mask, convert(c.b, c.v(0), o.dtype), zeros(c.b, o))};
+}
+Values tril(Ctx& c) { return triangle(c, Cmp::LE); }
+Values triu(Ctx& c) { return triangle(c, Cmp::GE); }
+
+// pad lists (low, high) pairs from the last dim backwards; negative entries crop.
+Values constant_pad_nd(Ctx& c) {
+  Value x = c.v(0);
+  const auto& pad = c.ints(1);
+  int64_t r = x.type.rank();
+  Dims lo(r, 0), hi(r, 0);
+  for (size_t k = 0; 2 * k + 1 < pad.size(); ++k) {
+    lo[r - 1 - k] = pad[2 * k];
+    hi[r - 1 - k] = pad[2 * k + 1];
+  }
+  Value value = c.has(2) ? convert(c.b, c.v(2), x.type.dtype) : zeros(c.b, hlo::scalar(x.type.dtype));
+  return {c.b.pad(x, value, lo, hi)};
+}
+
+// slice_scatter(self, src, dim, start, end, step)
+Values slice_scatter(Ctx& c) {
+  Value self = c.v(0);
+  const Dims& sizes = self.type.dims;
+  int64_t dim = wrap_dim(c.i(2, 0), self.type.rank()), n = sizes[dim], step = c.i(5, 1);
+  auto norm = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+  int64_t start = norm(c.i(3, 0)), end = std::max(start, norm(c.i(4, n)));
+  View v{self.type.dtype, sizes, contiguous_strides(sizes), 0};
+  v.sizes[dim] = (end - start + step - 1) / step;
+  v.offset = start * v.strides[dim];
+  v.strides[dim] *= step;
+  return {write_into(c.b, self, c.v(1), v)};
+}
+
+// select_scatter(self, src, dim, index)
+Values select_scatter(Ctx& c) {
+  Value self = c.v(0);
+  int64_t dim = wrap_dim(c.i(2), self.type.rank()), n = self.type.dims[dim], i = c.i(3);
+  View v = sub_view(self.type.dtype, self.type.dims, {dim});
+  v.offset = (i < 0 ? i + n : i) * contiguous_strides(self.type.dims)[dim];
+  return {write_into(c.b, self, c.v(1), v)};
+}
+
+// diagonal_scatter(self, src, offset, dim1, dim2)
+Values diagonal_scatter(Ctx& c) {
+  Value self = c.v(0);
+  int64_t r = self.type.rank(), off = c.i(2, 0), d1 = wrap_dim(c.i(3, 0), r), d2 = wrap_dim(c.i(4, 1), r);
+  int64_t n1 = self.type.dims[d1], n2 = self.type.dims[d2];
+  Dims st = contiguous_strides(self.type.dims);
+  View v = sub_view(self.type.dtype, self.type.dims, {d1, d2});
+  v.sizes.push_back(std::max<int64_t>(0, off >= 0 ? std::min(n1, n2 - off) : std::min(n1 + off, n2)));
+  v.strides.push_back(st[d1] + st[d2]);
+  v.offset = off >= 0 ? off * st[d2] : -off * st[d1];
+  return {write_into(c.b, self, c.v(1), v)};
+}
+
+// as_strided_scatter(self, src, size, stride, storage_offset), strides of self's contiguous layout
+Values as_strided_scatter(Ctx& c) {
+  Value self = c.v(0);
+  return {write_into(c.b, self, c.v(1), View{self.type.dtype, c.ints(2), c.ints(3), c.i(4, 0)})};
+}
+
+// unfold_backward(grad_in, input_sizes, dim, size, step): the windows' gradients summed into place.
+Values unfold_backward(Ctx& c) {
+  const TensorType& o = c.out[0];
+  int64_t r = o.rank(), dim = wrap_dim(c.i(2), r), step = c.i(4);
+  Value g = c.v(0);
+  if (g.type.numel() == 0) return {zeros(c.b, o)};
+  if (r == 0) return {c.b.reshape(g, o.dims)};  // a 0-d input has one window of size 1
+  Dims st = contiguous_strides(o.dims);
+  // the flat input position of every element of grad_in (shaped sizes + [size])
+  TensorType t{DType::S64, g.type.dims};
+  Value idx = c.b.splat(t, 0);
+  for (int64_t d = 0; d <= r; ++d) {
+    int64_t stride = d == r ? st[dim] : d == dim ? st[dim] * step : st[d];
+    idx = c.b.add(idx, c.b.mul(c.b.iota(t, d), c.b.splat(t, static_cast<double>(stride))));
+  }
+  Dims idx_shape = g.type.dims;
+  idx_shape.push_back(1);
+  hlo::ScatterDims s;
+  s.inserted_window_dims = {0};
+  s.scatter_dims_to_operand_dims = {0};
+  s.index_vector_dim = r + 1;
+  DType ct = compute_type(o.dtype);
+  Value flat = zeros(c.b, {ct, {o.numel()}});
+  Value sum = c.b.scatter({flat}, c.b.reshape(idx, idx_shape), {convert(c.b, g, ct)}, s,
+                          [](Builder& rb, const Values& a) { return Values{rb.add(a[0], a[1])}; })[0];
+  return {convert(c.b, c.b.reshape(sum, o.dims), o.dtype)};
+}
+
+Register r({
+    {"cat|cat.out", cat}, {"flip|flip.out", flip}, {"roll|roll.out", roll},
+    {"tril|tril.out", tril}, {"triu|triu.out", triu}, {"constant_pad_nd|constant_pad_nd.out", constant_pad_nd},
+    {"slice_scatter|slice_scatter.out", slice_scatter}, {"select_scatter|select_scatter.out", select_scatter},
+    {"diagonal_scatter|diagonal_scatter.out", diagonal_scatter},
+    {"as_strided_scatter|as_strided_scatter.out", as_strided_scatter},
+    {"unfold_backward|unfold_backward.out", unfold_backward},
+});
+
+}  // namespace
+}  // namespace tpu::lower
