@@ -264,17 +264,9 @@ def main(argv=None):
           f"{elapsed / len(losses):.3f} s/step")
 
     if args.report:
-        try:
-            import torch_tpu
-        except ImportError:
-            torch_tpu = None
-        metrics = getattr(torch_tpu, "metrics", None)
-        if metrics is None:
-            print("--report: torch_tpu (with torch_tpu.metrics) is not importable, no report")
-        else:
-            report = metrics.report()
-            if report is not None:
-                print(report)
+        import torch_tpu
+
+        torch_tpu.metrics.report()
 
     if not final < losses[0]:
         print("FAIL: the loss did not go down", file=sys.stderr)

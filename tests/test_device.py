@@ -194,3 +194,18 @@ def test_autocast_bf16_matmul():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         ref = a @ b
     torch.testing.assert_close(out.cpu(), ref, rtol=2e-2, atol=2e-2)
+
+
+def test_several_devices_and_cross_device_copies(python):
+    proc = python(textwrap.dedent("""
+        import torch
+        assert torch.tpu.device_count() == 2
+        a = torch.arange(6.0).reshape(2, 3).to("tpu:1")
+        assert a.device == torch.device("tpu:1")
+        b = (a * 2).to("tpu:0")
+        c = a.t().to("tpu:0")  # a strided view crosses devices too
+        print(b.device, (b + c.t()).cpu().tolist())
+        with torch.tpu.device(1):
+            assert torch.empty(1, device="tpu").device.index == 1
+    """), env={"TORCH_TPU_NUM_DEVICES": "2"})
+    assert proc.stdout.strip() == "tpu:0 [[0.0, 3.0, 6.0], [9.0, 12.0, 15.0]]"

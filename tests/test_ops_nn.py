@@ -8,9 +8,14 @@ import torch.nn.functional as F
 
 from tpu_check import assert_close, check, to
 
-torch.manual_seed(0)
-
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
+# float32 convolution gradients sum N * H * W products in a different order than CPU's kernels
+CONV_TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(autouse=True)
+def seed():
+    torch.manual_seed(0)  # each test's data independent of which tests ran before
 
 
 def R(*shape, dtype=torch.float32):
@@ -28,7 +33,7 @@ def both_raise(exc, fn, *args, **kwargs):
 # ---------------------------------------------------------------------------------------------
 # Matrix products
 
-@pytest.mark.parametrize("dtype", FLOATS + [torch.int64, torch.int32])
+@pytest.mark.parametrize("dtype", FLOATS + [torch.float64, torch.int64, torch.int32])
 def test_mm_family_dtypes(dtype):
     def ints(*s):
         return torch.randint(-5, 5, s, dtype=dtype)
@@ -100,24 +105,25 @@ def test_mm_errors():
     dict(padding=3),           # padding wider than the kernel
 ])
 def test_conv2d(kw):
-    cin = 4
-    w = R(6, cin // kw.get("groups", 1), 3, 2)
-    check(F.conv2d, R(2, cin, 9, 8), w, R(6), grad=True, **kw)
+    cin, cout = 4, 8
+    w = R(cout, cin // kw.get("groups", 1), 3, 2)
+    check(F.conv2d, R(2, cin, 9, 8), w, R(cout), grad=True, **CONV_TOL, **kw)
 
 
 def test_conv2d_no_bias_and_unbatched():
-    check(F.conv2d, R(2, 3, 6, 6), R(4, 3, 3, 3), grad=True, stride=3)  # input rows left over
-    check(F.conv2d, R(3, 6, 6), R(4, 3, 3, 3), R(4), grad=True, padding=1)
+    check(F.conv2d, R(2, 3, 6, 6), R(4, 3, 3, 3), grad=True, **CONV_TOL, stride=3)  # input rows left over
+    check(F.conv2d, R(3, 6, 6), R(4, 3, 3, 3), R(4), grad=True, **CONV_TOL, padding=1)
 
 
 def test_conv2d_padding_modes():
-    check(F.conv2d, R(1, 2, 7, 7), R(3, 2, 3, 3), grad=True, padding="same")
-    check(F.conv2d, R(1, 2, 7, 7), R(3, 2, 3, 3), grad=True, padding="valid")
+    check(F.conv2d, R(1, 2, 7, 7), R(3, 2, 3, 3), grad=True, **CONV_TOL, padding="same")
+    check(F.conv2d, R(1, 2, 7, 7), R(3, 2, 3, 3), grad=True, **CONV_TOL, padding="valid")
 
 
 def test_conv1d_conv3d():
-    check(F.conv1d, R(2, 4, 9), R(6, 2, 3), R(6), grad=True, stride=2, padding=1, groups=2)
-    check(F.conv3d, R(1, 2, 4, 5, 4), R(3, 2, 2, 3, 2), R(3), grad=True, stride=(1, 2, 1), padding=1)
+    check(F.conv1d, R(2, 4, 9), R(6, 2, 3), R(6), grad=True, **CONV_TOL, stride=2, padding=1, groups=2)
+    check(F.conv3d, R(1, 2, 4, 5, 4), R(3, 2, 2, 3, 2), R(3), grad=True, **CONV_TOL, stride=(1, 2, 1),
+          padding=1)
 
 
 @pytest.mark.parametrize("kw", [
@@ -128,16 +134,17 @@ def test_conv1d_conv3d():
 ])
 def test_conv_transpose2d(kw):
     w = R(4, 6 // kw.get("groups", 1), 3, 3)
-    check(F.conv_transpose2d, R(2, 4, 5, 4), w, R(6), grad=True, **kw)
+    check(F.conv_transpose2d, R(2, 4, 5, 4), w, R(6), grad=True, **CONV_TOL, **kw)
 
 
 def test_conv_transpose1d_large_padding():
-    check(F.conv_transpose1d, R(2, 4, 6), R(4, 3, 1), grad=True, padding=1)  # negative edge padding
-    check(F.conv_transpose1d, R(2, 4, 6), R(4, 3, 3), R(3), grad=True, stride=2, padding=2, output_padding=1)
+    check(F.conv_transpose1d, R(2, 4, 6), R(4, 3, 1), grad=True, **CONV_TOL, padding=1)  # negative edge padding
+    check(F.conv_transpose1d, R(2, 4, 6), R(4, 3, 3), R(3), grad=True, **CONV_TOL, stride=2, padding=2,
+          output_padding=1)
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_conv_half(dtype):
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_conv_dtypes(dtype):
     check(F.conv2d, R(2, 4, 8, 8, dtype=dtype), R(6, 2, 3, 3, dtype=dtype), R(6, dtype=dtype), stride=2,
           padding=1, groups=2)
     check(F.conv_transpose2d, R(1, 4, 5, 5, dtype=dtype), R(4, 3, 3, 3, dtype=dtype), stride=2)
@@ -146,15 +153,16 @@ def test_conv_half(dtype):
 def test_conv_only_some_grads():
     # backwards whose output_mask leaves gradients out: weight only, input only (bias constant)
     x, w = R(2, 3, 6, 6), R(4, 3, 3, 3)
-    check(lambda w: F.conv2d(x.to(w.device), w), w, grad=True)
-    check(lambda x: F.conv2d(x, w.to(x.device), torch.ones(4, device=x.device)), x, grad=True)
-    check(lambda x: F.conv_transpose2d(x, w.to(x.device), stride=2), R(2, 4, 3, 3), grad=True)
+    check(lambda w: F.conv2d(x.to(w.device), w), w, grad=True, **CONV_TOL)
+    check(lambda x: F.conv2d(x, w.to(x.device), torch.ones(4, device=x.device)), x, grad=True, **CONV_TOL)
+    check(lambda x: F.conv_transpose2d(x, w.to(x.device), stride=2), R(2, 4, 3, 3), grad=True, **CONV_TOL)
 
 
 def test_conv_errors():
     both_raise(RuntimeError, F.conv2d, R(1, 3, 5, 5), R(4, 2, 3, 3))          # channel mismatch
     both_raise(RuntimeError, F.conv2d, R(1, 3, 2, 2), R(4, 3, 3, 3))          # kernel larger than input
     both_raise(RuntimeError, F.conv2d, R(1, 4, 5, 5), R(4, 2, 3, 3), groups=3)
+    both_raise(RuntimeError, F.conv2d, R(1, 3, 5, 5), R(4, 3, 3, 3, dtype=torch.bfloat16))  # mixed dtypes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,7 +272,7 @@ def test_layer_norm_partial_grads():
 def test_group_norm():
     check(F.group_norm, R(2, 4, 3, 3), 2, R(4), R(4), grad=True)
     check(F.group_norm, R(2, 6, 5), 3, grad=True)
-    check(F.group_norm, R(3, 4), 4, R(4), R(4), grad=True)
+    check(F.group_norm, R(3, 6), 2, R(6), R(6), grad=True)
     for dtype in [torch.bfloat16, torch.float16]:
         check(F.group_norm, R(2, 4, 3, 3, dtype=dtype), 2, R(4, dtype=dtype), R(4, dtype=dtype))
 
@@ -357,7 +365,8 @@ def test_nll_loss(reduction):
     w = torch.rand(4) + 0.1
     check(F.nll_loss, R(5, 4), t, grad=True, reduction=reduction)
     check(lambda x: F.nll_loss(x, t.to(x.device), weight=w.to(x.device), reduction=reduction), R(5, 4), grad=True)
-    check(lambda x: F.nll_loss(x, t.to(x.device), ignore_index=1, reduction=reduction), R(5, 4), grad=True)
+    check(lambda x: F.nll_loss(x, t.to(x.device).abs() % 4, ignore_index=1, reduction=reduction), R(5, 4),
+          grad=True)
     check(F.nll_loss, R(4), torch.tensor(2), grad=True, reduction=reduction)  # unbatched
     t2 = torch.randint(0, 4, (2, 3, 3))
     t2[0, 0, 0] = -100
@@ -386,7 +395,7 @@ def test_cross_entropy(label_smoothing):
 
 
 def test_loss_errors():
-    both_raise(RuntimeError, F.nll_loss, R(5, 4), torch.tensor([0, 1, 2]))
+    both_raise(ValueError, F.nll_loss, R(5, 4), torch.tensor([0, 1, 2]))
     both_raise(RuntimeError, F.nll_loss, R(5, 4), torch.tensor([0., 1, 2, 3, 0]))
     both_raise(ValueError, F.binary_cross_entropy, torch.rand(3), torch.rand(4))
 
@@ -394,7 +403,7 @@ def test_loss_errors():
 # ---------------------------------------------------------------------------------------------
 # Scaled dot-product attention (math backend)
 
-@pytest.mark.parametrize("kw", [dict(), dict(is_causal=True), dict(scale=0.3), dict(dropout_p=0.0, is_causal=True)])
+@pytest.mark.parametrize("kw", [dict(), dict(dropout_p=0.0, is_causal=True), dict(scale=0.3)])
 def test_sdpa(kw):
     check(F.scaled_dot_product_attention, R(2, 2, 5, 8), R(2, 2, 5, 8), R(2, 2, 5, 8), grad=True, **kw)
 

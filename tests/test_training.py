@@ -27,7 +27,8 @@ def test_tiny_llama_adamw_matches_cpu():
 
 
 def test_small_cnn_sgd_matches_cpu():
-    cpu = small_cnn.train("cpu", 20, seed=0, batch_size=16)
-    tpu = small_cnn.train("tpu", 20, seed=0, batch_size=16)
+    # lr 0.01: at 0.05 the net is chaotic enough to amplify float rounding (exact for 4 steps) past 1e-4
+    cpu = small_cnn.train("cpu", 20, seed=0, batch_size=16, lr=0.01)
+    tpu = small_cnn.train("tpu", 20, seed=0, batch_size=16, lr=0.01)
     assert tpu[-1] < tpu[0]
     torch.testing.assert_close(torch.tensor(tpu), torch.tensor(cpu), rtol=1e-4, atol=1e-5)

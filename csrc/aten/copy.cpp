@@ -72,7 +72,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  at::Tensor host = at::empty({}, self.options().device(c10::kCPU));
+  at::Tensor host = at::empty(self.sizes(), self.options().device(c10::kCPU));  // item() of a [1] tensor too
   copy_from(self, host, false);
   return host.item();
 }

@@ -93,6 +93,11 @@ struct Builder {
     if (v.isTensor()) {
       a.kind = lower::Arg::Tensor;
       a.ints = {add_tensor(v.toTensor())};
+      // a CPU 0-d tensor becomes an f64/s64/pred operand, but its dtype (and whether it is a wrapped Python
+      // number) decides result types: a.i = 1 + its ScalarType, negated for wrapped numbers; it keys the program
+      const at::Tensor& t = v.toTensor();
+      if (t.device().is_cpu())
+        a.i = (t.unsafeGetTensorImpl()->is_wrapped_number() ? -1 : 1) * (1 + static_cast<int64_t>(t.scalar_type()));
     } else if (v.isTensorList() || (v.isList() && unwrap(schema.type())->kind() == c10::TypeKind::ListType &&
                                     unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::IntType &&
                                     unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::SymIntType &&
@@ -244,12 +249,24 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const auto& params = schema.arguments();
   size_t n = params.size();
-  // Boolean masks select data-dependent shapes: index with their nonzero() positions (a host sync, as on CUDA).
-  if (name == "index.Tensor" || name == "index.Tensor_out") {
+  // Index lists may hold CPU tensors, as on CUDA: they move to the device. Boolean masks become their
+  // nonzero() positions (a host sync, as on CUDA) in index.Tensor, whose result shape they decide, and in
+  // index_put when other indices come with them (a lone mask is lowered as a select).
+  bool index_read = name == "index.Tensor" || name == "index.Tensor_out";
+  if (index_read || name == "index_put" || name == "_index_put_impl_" || name == "_index_put_impl") {
+    const at::Tensor& self = (*stack)[stack->size() - n].toTensor();
     c10::IValue& list = (*stack)[stack->size() - n + 1];
+    std::vector<at::Tensor> ts;
+    int defined = 0, masks = 0;
+    for (std::optional<at::Tensor> t : list.toOptionalTensorList()) {
+      ts.push_back(t ? *t : at::Tensor());
+      defined += ts.back().defined();
+      masks += ts.back().defined() && (ts.back().scalar_type() == at::kBool || ts.back().scalar_type() == at::kByte);
+    }
+    if (masks && (index_read || defined > 1)) ts = at::native::expandTensors(self, list.toOptionalTensorList(), true);
     c10::List<std::optional<at::Tensor>> idx;
-    for (const at::Tensor& t : at::native::expandTensors((*stack)[stack->size() - n].toTensor(), list.toOptionalTensorList()))
-      idx.push_back(t.defined() ? std::optional<at::Tensor>(t) : std::nullopt);
+    for (const at::Tensor& t : ts)
+      idx.push_back(!t.defined() ? std::nullopt : std::optional<at::Tensor>(t.device() == self.device() ? t : t.to(self.device())));
     list = idx;
   }
   auto args = torch::jit::last(*stack, n);
@@ -322,6 +339,8 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     res = launch(call, infer);
   } catch (const pjrt::Error& e) {
     rethrow(e, "");
+  } catch (const lower::IndexError& e) {
+    TORCH_CHECK_INDEX(false, e.what());
   } catch (const hlo::Error& e) {
     TORCH_CHECK(false, "tpu: lowering aten::", name, " failed: ", e.what());
   }

@@ -1,16 +1,18 @@
-// PrivateUse1 kernels for neural-network ops that the boxed fallback cannot take as they are:
+// PrivateUse1 kernels for neural-network ops that the boxed `dispatch` cannot take as they are:
 //  - _fused_sdp_choice returns an int (the SDPA backend): tpu picks the math backend, so
 //    scaled_dot_product_attention decomposes into matmuls and softmax;
-//  - ops whose CompositeExplicitAutograd kernels would win over the fallback (convolution goes to
-//    convolution_overrideable, layer/group norm to batch norm) get the boxed kernel by name;
-//  - batch norm in training updates its running statistics in place without declaring it in the
-//    schema: the lowering of _native_batch_norm_legit_functional computes them, copied back here.
+//  - batch norm updates its running statistics in place without declaring it in the schema
+//    (native_batch_norm) or declares mutated arguments that are not its results
+//    (_native_batch_norm_legit): both run as the pure batch norm lowerings, the new running
+//    statistics coming from _native_batch_norm_legit_functional and copied back here.
+// (Convolution, layer and group norm have CompositeExplicitAutograd kernels, but as lowered ops
+// they get `dispatch` as their PrivateUse1 kernel in register.cpp.) native_batch_norm and
+// _native_batch_norm_legit must have no lowering rule of their own, or register.cpp would claim them.
 #include <ATen/ATen.h>
 #include <ATen/SDPBackend.h>
 #include <torch/library.h>
 
 #include "aten/dispatch.h"
-#include "lower/rule.h"
 
 namespace tpu::aten {
 namespace {
@@ -36,20 +38,28 @@ Tensors3 batch_norm_update(const at::Tensor& input, const std::optional<at::Tens
   return tuple3(r);
 }
 
+// Batch norm without running-statistics updates: in training the batch statistics, else the running ones.
+Tensors3 batch_norm_pure(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                         const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+                         const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
+  if (training) return tuple3(call("_native_batch_norm_legit", "no_stats", {input, weight, bias, true, momentum, eps}));
+  return tuple3(call("_native_batch_norm_legit_no_training", "",
+                     {input, weight, bias, running_mean, running_var, momentum, eps}));
+}
+
 Tensors3 native_batch_norm(const at::Tensor& input, const std::optional<at::Tensor>& weight,
                            const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
                            const std::optional<at::Tensor>& running_var, bool training, double momentum, double eps) {
   bool stats = running_mean && running_mean->defined() && running_var && running_var->defined();
   if (training && stats) return batch_norm_update(input, weight, bias, *running_mean, *running_var, momentum, eps);
-  return tuple3(call("native_batch_norm", "", {input, weight, bias, running_mean, running_var, training, momentum, eps}));
+  return batch_norm_pure(input, weight, bias, running_mean, running_var, training, momentum, eps);
 }
 
 Tensors3 native_batch_norm_legit(const at::Tensor& input, const std::optional<at::Tensor>& weight,
                                  const std::optional<at::Tensor>& bias, at::Tensor& running_mean,
                                  at::Tensor& running_var, bool training, double momentum, double eps) {
   if (training) return batch_norm_update(input, weight, bias, running_mean, running_var, momentum, eps);
-  return tuple3(call("_native_batch_norm_legit_no_training", "",
-                     {input, weight, bias, running_mean, running_var, momentum, eps}));
+  return batch_norm_pure(input, weight, bias, running_mean, running_var, false, momentum, eps);
 }
 
 }  // namespace
@@ -58,9 +68,6 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_sdp_choice", fused_sdp_choice);
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("_native_batch_norm_legit", native_batch_norm_legit);
-  for (const char* name : {"convolution", "convolution_backward", "native_layer_norm", "native_group_norm",
-                           "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional"})
-    m.impl(name, torch::CppFunction::makeFromBoxedFunction<&dispatch>());
 }
 
 }  // namespace tpu::aten

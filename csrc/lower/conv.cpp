@@ -129,6 +129,11 @@ Dims spatial(const Dims& d) { return Dims(d.begin() + 2, d.end()); }
 // convolution(input, weight, bias?, stride, padding, dilation, transposed, output_padding, groups)
 Values convolution(Ctx& c) {
   DType t = c.out[0].dtype;
+  for (size_t i : {1, 2})  // CPU's checks (the meta kernel skips them)
+    if (c.has(i) && c.v(i).type.dtype != c.v(0).type.dtype)
+      c.fail(std::string("Input type (") + std::string(info(c.v(0).type.dtype).name) + ") and " +
+             (i == 1 ? "weight" : "bias") + " type (" + std::string(info(c.v(i).type.dtype).name) +
+             ") should be the same");
   Value x = convert(c.b, c.v(0), t), w = convert(c.b, c.v(1), t);
   Geometry g = geometry(c, 3, x.type.rank() - 2, 8);
   Value y = c.flag(6) ? conv_t(c, x, w, g, spatial(c.out[0].dims)) : conv(c, x, w, g);

@@ -38,7 +38,8 @@ Value erfc_abs(Builder& b, Value ax) {
   Value h = b.bitcast_convert(b.and_(bits, K(b, bits, -(1ll << low))), ax.type.dtype);
   Value rest = b.mul(b.sub(ax, h), b.add(ax, h));
   // (t e^a) e^b, not t (e^a e^b): XLA folds e^a e^b back into e^(a+b)
-  return b.mul(b.mul(t, b.unary(Op::Exp, b.unary(Op::Neg, b.mul(h, h)))), b.unary(Op::Exp, b.sub(poly, rest)));
+  Value e = b.mul(b.mul(t, b.unary(Op::Exp, b.unary(Op::Neg, b.mul(h, h)))), b.unary(Op::Exp, b.sub(poly, rest)));
+  return b.select(cmp(b, ax, Cmp::EQ, K(b, ax, INFINITY)), K(b, ax, 0), e);  // (inf - inf) above
 }
 
 Value erfc_of(Builder& b, Value x) {
@@ -64,7 +65,6 @@ Value signbit_of(Builder& b, Value x) {
 // tier only raises the category (bool < integer < float < complex).
 int category(DType t) { return is_complex(t) ? 3 : is_float(t) ? 2 : t == DType::Pred ? 0 : 1; }
 DType promote(DType a, DType b) {
-  if (a == DType::F64 && b == DType::F64) return a;
   if (a == b) return a;
   int ca = category(a), cb = category(b);
   if (ca != cb) {
@@ -95,7 +95,8 @@ DType result_type(Ctx& c, std::initializer_list<size_t> args) {
   bool seen[3] = {};
   for (size_t i : args) {
     DType t = c.v(i).type.dtype;
-    int k = c.arg(i).kind == Arg::Scalar ? 2 : c.v(i).type.rank() == 0 ? 1 : 0;
+    bool number = c.arg(i).kind == Arg::Scalar || (c.arg(i).kind == Arg::Tensor && c.arg(i).i < 0);
+    int k = number ? 2 : c.v(i).type.rank() == 0 ? 1 : 0;
     if (k == 2) t = t == DType::F64 ? DType::F32 : t == DType::C128 ? DType::C64 : t;  // default dtypes
     tier[k] = seen[k] ? promote(tier[k], t) : t;
     seen[k] = true;
@@ -105,7 +106,9 @@ DType result_type(Ctx& c, std::initializer_list<size_t> args) {
 }
 
 // ---- unary
-Values abs_(Ctx& c) { return unary(c, Op::Abs); }
+Values abs_(Ctx& c) {  // |complex| is real: take it before converting
+  return is_complex(c.v(0).type.dtype) ? Values{result(c, c.b.unary(Op::Abs, c.v(0)))} : unary(c, Op::Abs);
+}
 Values neg(Ctx& c) { return unary(c, Op::Neg); }
 Values exp_(Ctx& c) { return unary(c, Op::Exp); }
 Values expm1_(Ctx& c) { return unary(c, Op::Expm1); }
@@ -460,6 +463,13 @@ Values isinf(Ctx& c) {
   Value a = c.b.unary(Op::Abs, x);
   return {c.b.compare(a, K(c.b, a, INFINITY), Cmp::EQ)};
 }
+Values is_signed_inf(Ctx& c, double inf) {
+  Value x = c.v(0);
+  if (!is_float(x.type.dtype)) return {convert(c.b, zeros(c.b, x.type), DType::Pred)};
+  return {c.b.compare(x, K(c.b, x, inf), Cmp::EQ)};
+}
+Values isposinf(Ctx& c) { return is_signed_inf(c, INFINITY); }
+Values isneginf(Ctx& c) { return is_signed_inf(c, -INFINITY); }
 Values isfinite(Ctx& c) {
   Value x = c.v(0);
   if (!is_float(x.type.dtype)) return {c.b.compare(x, x, Cmp::EQ)};
@@ -538,7 +548,8 @@ Register r({
     {"clamp_max|clamp_max.Tensor|clamp_max.out|clamp_max.Tensor_out", clamp_max},
     {"lerp.Scalar|lerp.Tensor|lerp.Scalar_out|lerp.Tensor_out", lerp},
     {"addcmul|addcmul.out", addcmul}, {"addcdiv|addcdiv.out", addcdiv},
-    {"isnan|isnan.out", isnan}, {"isinf|isinf.out", isinf}, {"isfinite", isfinite},
+    {"isnan|isnan.out", isnan}, {"isinf|isinf.out", isinf},
+    {"isposinf|isposinf.out", isposinf}, {"isneginf|isneginf.out", isneginf}, {"isfinite", isfinite},
     {"nan_to_num|nan_to_num.out", nan_to_num},
 });
 

@@ -60,8 +60,9 @@ Value reduce(Builder& b, Value x, const Dims& dims, hlo::Op op, double init) {
 
 int64_t wrap_dim(int64_t d, int64_t rank) {
   int64_t r = std::max<int64_t>(rank, 1);
-  if (d < -r || d >= r) throw hlo::Error("dimension " + std::to_string(d) + " out of range for rank " +
-                                         std::to_string(rank));
+  if (d < -r || d >= r)  // PyTorch's message and exception type
+    throw IndexError("Dimension out of range (expected to be in range of [" + std::to_string(-r) + ", " +
+                     std::to_string(r - 1) + "], but got " + std::to_string(d) + ")");
   return d < 0 ? d + r : d;
 }
 

@@ -22,7 +22,8 @@ Value wrap_index(Builder& b, Value idx, int64_t n) {
 // Argument i, an index tensor: int32 or int64, as PyTorch checks (some meta kernels do not).
 Value int_index(Ctx& c, size_t i) {
   Value v = c.v(i);
-  if (!info(v.type.dtype).is_int) c.fail("Expected dtype int32/int64 for index, got " + std::string(info(v.type.dtype).name));
+  if (!info(v.type.dtype).is_int)
+    c.fail("Expected dtype int32/int64 for index, got " + std::string(info(v.type.dtype).name));
   return v;
 }
 
@@ -115,6 +116,16 @@ Values scatter_with(Ctx& c, Combine k) {
 Values scatter(Ctx& c) { return scatter_with(c, c.has(4) ? combine_of(c, c.s(4)) : Combine::Replace); }
 Values scatter_add(Ctx& c) { return scatter_with(c, Combine::Add); }
 
+// sum / count, rounding down for integers (counts are positive)
+Value mean_of(Builder& b, Value sum, Value count) {
+  Value q = b.div(sum, count);
+  if (!is_integral(sum.type.dtype)) return q;
+  Value zero = zeros(b, sum.type);
+  Value fix = b.and_(b.compare(b.binary(hlo::Op::Remainder, sum, count), zero, Cmp::NE),
+                     b.compare(sum, zero, Cmp::LT));
+  return b.select(fix, b.sub(q, scalar_like(b, 1, q.type)), q);
+}
+
 // scatter_reduce.two(self, dim, index, src, reduce, include_self)
 Values scatter_reduce(Ctx& c) {
   Value x = at_least_1d(c.b, c.v(0)), idx = at_least_1d(c.b, c.v(2));
@@ -138,13 +149,7 @@ Values scatter_reduce(Ctx& c) {
   Value count = include_self ? scalar_like(c.b, 1, count_t) : zeros(c.b, count_t);
   count = c.b.scatter({count}, pts, {c.b.splat({ct, idx.type.dims}, 1)}, s, body(Combine::Add))[0];
   count = c.b.max(count, scalar_like(c.b, 1, count_t));
-  Value q = c.b.div(sum, count);
-  if (is_integral(ct)) {  // floor division (counts are positive)
-    Value rem = c.b.binary(hlo::Op::Remainder, sum, count);
-    Value fix = c.b.and_(c.b.compare(rem, zeros(c.b, count_t), Cmp::NE), c.b.compare(sum, zeros(c.b, count_t), Cmp::LT));
-    q = c.b.select(fix, c.b.sub(q, scalar_like(c.b, 1, count_t)), q);
-  }
-  return {c.b.reshape(convert(c.b, q, t), c.out[0].dims)};
+  return {c.b.reshape(convert(c.b, mean_of(c.b, sum, count), t), c.out[0].dims)};
 }
 
 // ---- along one dim, with one index per slice (index_select, index_add, ...) ----
@@ -190,6 +195,17 @@ Values take(Ctx& c) {
   return {take_dim(c.b, c.b.reshape(x, {x.type.numel()}), 0, wrap_index(c.b, idx, x.type.numel()))};
 }
 
+// put(self, index, source, accumulate): self flattened, source's elements written (or added) at index
+Values put(Ctx& c) {
+  Value x = c.v(0), idx = int_index(c, 1), src = c.v(2);
+  int64_t n = x.type.numel(), k = idx.type.numel();
+  if (k == 0 || n == 0) return {x};
+  idx = wrap_index(c.b, c.b.reshape(idx, {k}), n);
+  Value flat = scatter_dim(c.b, c.b.reshape(x, {n}), 0, idx, c.b.reshape(convert(c.b, src, x.type.dtype), {k}),
+                           c.flag(3) ? Combine::Add : Combine::Replace);
+  return {c.b.reshape(flat, x.type.dims)};
+}
+
 // index_add(self, dim, index, source, alpha) / index_copy(self, dim, index, source)
 Values index_combine(Ctx& c, Combine k) {
   Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
@@ -204,6 +220,33 @@ Values index_combine(Ctx& c, Combine k) {
   return {c.b.reshape(scatter_dim(c.b, x, dim, idx, src, k), c.out[0].dims)};
 }
 Values index_add(Ctx& c) { return index_combine(c, Combine::Add); }
+
+// index_reduce(self, dim, index, source, reduce, include_self): prod, mean, amax, amin of the slices
+Values index_reduce(Ctx& c) {
+  Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
+  const std::string& red = c.s(4);
+  int64_t dim = wrap_dim(c.i(1), x.type.rank()), n = idx.type.numel(), len = x.type.dims[dim];
+  if (n == 0) return {c.b.reshape(x, c.out[0].dims)};
+  DType t = x.type.dtype;
+  Dims src_shape = x.type.dims;
+  src_shape[dim] = n;
+  Value src = convert(c.b, c.b.reshape(c.v(3), src_shape), t);
+  idx = wrap_index(c.b, c.b.reshape(idx, {n}), len);
+  bool include_self = c.flag(5, true);
+  if (!include_self) {  // the slices written start from the identity (amax/amin: from one of their values)
+    bool extreme = red == "amax" || red == "amin";
+    x = scatter_dim(c.b, x, dim, idx, extreme ? src : c.b.splat({t, src_shape}, red == "prod" ? 1 : 0),
+                    Combine::Replace);
+  }
+  if (red != "mean") return {c.b.reshape(scatter_dim(c.b, x, dim, idx, src, combine_of(c, red)), c.out[0].dims)};
+  DType ct = compute_type(t);
+  Value sum = scatter_dim(c.b, convert(c.b, x, ct), dim, idx, convert(c.b, src, ct), Combine::Add);
+  TensorType count_t{ct, {len}};
+  Value count = include_self ? scalar_like(c.b, 1, count_t) : zeros(c.b, count_t);
+  count = scatter_dim(c.b, count, 0, idx, c.b.splat({ct, {n}}, 1), Combine::Add);
+  count = c.b.broadcast_in_dim(c.b.max(count, scalar_like(c.b, 1, count_t)), x.type.dims, {dim});
+  return {c.b.reshape(convert(c.b, mean_of(c.b, sum, count), t), c.out[0].dims)};
+}
 Values index_copy(Ctx& c) { return index_combine(c, Combine::Replace); }
 
 // index_fill(self, dim, index, value)
@@ -257,6 +300,21 @@ Values masked_scatter(Ctx& c) {
   return {c.b.select(mask, picked, x)};
 }
 
+// masked_scatter_backward(grad_output, mask, sizes): source's gradient, grad at the k-th true position
+// going to element k (zeros past the number of true positions)
+Values masked_scatter_backward(Ctx& c) {
+  const TensorType& o = c.out[0];
+  Value g = c.v(0);
+  int64_t s = o.numel(), n = g.type.numel();
+  if (s == 0 || n == 0) return {zeros(c.b, o)};
+  DType ct = compute_type(o.dtype);
+  Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), g.type.dims);
+  Value vals = c.b.select(mask, convert(c.b, g, ct), zeros(c.b, {ct, g.type.dims}));
+  Value pos = c.b.reshape(mask_positions(c.b, mask, s), {n});
+  Value flat = scatter_dim(c.b, zeros(c.b, {ct, {s}}), 0, pos, c.b.reshape(vals, {n}), Combine::Add);
+  return {convert(c.b, c.b.reshape(flat, o.dims), o.dtype)};
+}
+
 // ---- advanced indexing ----
 
 Dims broadcast_shape(const Dims& a, const Dims& b) {
@@ -304,13 +362,12 @@ Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
   return p;
 }
 
-// index.Tensor(self, indices)
-Values index(Ctx& c) {
-  Value x = c.v(0);
+// x[indices] for the index list at argument `list`, shaped like out[0].
+Value gather_indexed(Ctx& c, Value x, size_t list) {
   const TensorType& o = c.out[0];
-  if (o.numel() == 0) return {zeros(c.b, o)};
-  Plan p = plan(c, 1, x.type.dims);
-  if (p.dims.empty()) return {x};
+  if (o.numel() == 0) return zeros(c.b, {x.type.dtype, o.dims});
+  Plan p = plan(c, list, x.type.dims);
+  if (p.dims.empty()) return x;
   hlo::GatherDims g;
   g.offset_dims = p.others;
   g.collapsed_slice_dims = p.dims;
@@ -318,7 +375,17 @@ Values index(Ctx& c) {
   g.index_vector_dim = static_cast<int64_t>(p.batch.size());
   Dims sizes = x.type.dims;
   for (int64_t d : p.dims) sizes[d] = 1;
-  return {c.b.gather(x, p.coords, g, sizes)};
+  return c.b.gather(x, p.coords, g, sizes);
+}
+
+// index.Tensor(self, indices), _unsafe_index
+Values index(Ctx& c) { return {gather_indexed(c, c.v(0), 1)}; }
+
+// _unsafe_masked_index(self, mask, indices, fill): x[indices] where mask, else fill
+Values masked_index(Ctx& c) {
+  const TensorType& o = c.out[0];
+  Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), o.dims);
+  return {c.b.select(mask, gather_indexed(c, c.v(0), 2), operand(c, 3, o.dtype, o.dims))};
 }
 
 // x[mask] = values (+= with accumulate) for one boolean mask covering dims [p, p + mask.rank):
@@ -349,24 +416,22 @@ Value mask_put(Builder& b, Value x, int64_t p, Value mask, Value values, bool ac
   return convert(b, b.select(mask_b, acc ? b.add(base, picked) : picked, base), x.type.dtype);
 }
 
-// index_put / _index_put_impl(self, indices, values, accumulate, unsafe)
-Values index_put(Ctx& c) {
-  Value x = c.v(0), values = c.v(2);
-  bool acc = c.flag(3);
+// x[indices] = values (or +=) for the index list at argument `list`.
+Value put_indexed(Ctx& c, Value x, size_t list, Value values, bool acc) {
   DType t = x.type.dtype, ct = acc ? compute_type(t) : t;
-  const auto& ids = c.arg(1).ints;
+  const auto& ids = c.arg(list).ints;
   int64_t used = 0, first = -1;
   for (size_t k = 0; k < ids.size(); ++k)
     if (ids[k] >= 0 && used++ == 0) first = static_cast<int64_t>(k);
   if (used == 1) {
-    Value mask = c.vs(1)[first];
+    Value mask = c.vs(list)[first];
     if (mask.type.dtype == DType::Pred || mask.type.dtype == DType::U8)
-      return {mask_put(c.b, x, first, mask, values, acc)};
+      return mask_put(c.b, x, first, mask, values, acc);
   }
-  Plan p = plan(c, 1, x.type.dims);
+  Plan p = plan(c, list, x.type.dims);
   if (p.dims.empty()) {
     Value v = broadcast_to(c.b, convert(c.b, values, ct), x.type.dims);
-    return {convert(c.b, acc ? c.b.add(convert(c.b, x, ct), v) : v, t)};
+    return convert(c.b, acc ? c.b.add(convert(c.b, x, ct), v) : v, t);
   }
   // the shape of x[indices]: B's dims plus the others at their result positions
   int64_t nb = static_cast<int64_t>(p.batch.size());
@@ -382,7 +447,17 @@ Values index_put(Ctx& c) {
   s.scatter_dims_to_operand_dims = p.dims;
   s.index_vector_dim = nb;
   Value upd = broadcast_to(c.b, convert(c.b, values, ct), shape);
-  return {scatter_(c.b, x, p.coords, upd, s, acc ? Combine::Add : Combine::Replace)};
+  return scatter_(c.b, x, p.coords, upd, s, acc ? Combine::Add : Combine::Replace);
+}
+
+// index_put / _index_put_impl / _unsafe_index_put(self, indices, values, accumulate[, unsafe])
+Values index_put(Ctx& c) { return {put_indexed(c, c.v(0), 1, c.v(2), c.flag(3))}; }
+
+// _unsafe_masked_index_put_accumulate(self, mask, indices, values): x[indices] += values where mask
+Values masked_index_put_accumulate(Ctx& c) {
+  Value values = c.v(3);
+  Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), values.type.dims);
+  return {put_indexed(c, c.v(0), 2, c.b.select(mask, values, zeros(c.b, values.type)), true)};
 }
 
 // ---- embedding ----
@@ -420,13 +495,16 @@ Register r({
      "scatter.reduce_out|scatter.value_reduce_out",
      scatter},
     {"scatter_add|scatter_add.out", scatter_add}, {"scatter_reduce.two|scatter_reduce.two_out", scatter_reduce},
-    {"index_select|index_select.out", index_select}, {"take|take.out", take},
+    {"index_select|index_select.out", index_select}, {"take|take.out", take}, {"put|put.out", put},
     {"index_add|index_add.out", index_add}, {"index_copy|index_copy.out", index_copy},
     {"index_fill.int_Scalar|index_fill.int_Tensor|index_fill.int_Scalar_out|index_fill.int_Tensor_out", index_fill},
     {"masked_fill.Scalar|masked_fill.Tensor|masked_fill.Scalar_out|masked_fill.Tensor_out", masked_fill},
     {"masked_scatter|masked_scatter.out", masked_scatter},
-    {"index.Tensor|index.Tensor_out", index},
-    {"index_put|index_put.out|_index_put_impl|_index_put_impl.out", index_put},
+    {"masked_scatter_backward", masked_scatter_backward},
+    {"index.Tensor|index.Tensor_out|_unsafe_index.Tensor", index}, {"_unsafe_masked_index", masked_index},
+    {"index_put|index_put.out|_index_put_impl|_index_put_impl.out|_unsafe_index_put", index_put},
+    {"_unsafe_masked_index_put_accumulate", masked_index_put_accumulate},
+    {"index_reduce|index_reduce.out", index_reduce},
     {"embedding|embedding.out", embedding},
     {"embedding_dense_backward|embedding_dense_backward.out", embedding_dense_backward},
 });

@@ -8,7 +8,8 @@ Value contract(Ctx& c, Value a, Value b, const hlo::DotDims& d) {
   DType t = a.type.dtype;
   if (t == DType::F32) return c.b.dot_general(a, b, d, c.precision, c.precision);
   if (t == DType::F64) return c.b.dot_general(a, b, d, hlo::Precision::Highest, hlo::Precision::Highest);
-  if (compute_type(t) != t) return c.b.dot_general(a, b, d, hlo::Precision::Default, hlo::Precision::Default, compute_type(t));
+  if (compute_type(t) != t)
+    return c.b.dot_general(a, b, d, hlo::Precision::Default, hlo::Precision::Default, compute_type(t));
   return c.b.dot_general(a, b, d);
 }
 
@@ -21,6 +22,9 @@ const hlo::DotDims kBMM{{0}, {0}, {2}, {1}};  // (b, m, k) . (b, k, n)
 // Arguments a and b of the call in the result's dtype, contracted.
 Value product(Ctx& c, size_t a, size_t b, const hlo::DotDims& d) {
   DType t = c.out[0].dtype;
+  if (c.v(a).type.dtype != c.v(b).type.dtype)  // CPU's check (the meta kernels skip it)
+    c.fail("expected m1 and m2 to have the same dtype, but got: " + std::string(info(c.v(a).type.dtype).name) +
+           " != " + std::string(info(c.v(b).type.dtype).name));
   return contract(c, convert(c.b, c.v(a), t), convert(c.b, c.v(b), t), d);
 }
 

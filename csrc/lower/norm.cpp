@@ -138,7 +138,9 @@ Values group_norm_backward(Ctx& c) {
               {mask[0] != 0, mask[1] != 0, mask[2] != 0});
 }
 
-// Batch norm over every dim but 1. Arguments by position; stats < 0: no running statistics.
+// Batch norm over every dim but 1. (native_batch_norm and _native_batch_norm_legit, which update running
+// statistics in place, run as these pure forms: see csrc/aten/sdpa.cpp.) Arguments by position;
+// stats_at < 0: no running statistics; momentum < 0: no update of them.
 struct BatchNorm {
   Value y, mean, invstd, running_mean, running_var;
 };
@@ -157,7 +159,8 @@ BatchNorm batch_norm(Ctx& c, bool training, int stats_at, size_t eps, int moment
       Value mo = arg_as(c, momentum, t, s.mean.type.dims, {});
       Value keep = c.b.sub(scalar_like(c.b, 1, mo.type), mo);
       Value rm = convert(c.b, c.v(stats_at), t), rv = convert(c.b, c.v(stats_at + 1), t);
-      Value unbiased = c.b.mul(s.var, scalar_like(c.b, static_cast<double>(n) / static_cast<double>(n - 1), s.var.type));
+      double bessel = static_cast<double>(n) / static_cast<double>(n - 1);
+      Value unbiased = c.b.mul(s.var, scalar_like(c.b, bessel, s.var.type));
       bn.running_mean = c.b.add(c.b.mul(keep, rm), c.b.mul(mo, s.mean));
       bn.running_var = c.b.add(c.b.mul(keep, rv), c.b.mul(mo, unbiased));
     }
@@ -172,14 +175,10 @@ BatchNorm batch_norm(Ctx& c, bool training, int stats_at, size_t eps, int moment
   return bn;
 }
 // A saved statistic: empty when PyTorch's shape rule says so (eval mode of some ops).
-Value saved(Ctx& c, Value v, size_t k) { return c.out[k].numel() == v.type.numel() ? result(c, v, k) : zeros(c.b, c.out[k]); }
-
-// native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps)
-// (training with running statistics goes through _native_batch_norm_legit_functional; see csrc/aten/sdpa.cpp)
-Values native_batch_norm(Ctx& c) {
-  BatchNorm bn = batch_norm(c, c.flag(5), c.has(3) ? 3 : -1, 7, -1);
-  return {result(c, bn.y, 0), saved(c, bn.mean, 1), saved(c, bn.invstd, 2)};
+Value saved(Ctx& c, Value v, size_t k) {
+  return c.out[k].numel() == v.type.numel() ? result(c, v, k) : zeros(c.b, c.out[k]);
 }
+
 // _native_batch_norm_legit_functional(input, weight?, bias?, running_mean, running_var, training, momentum, eps)
 // -> (out, save_mean, save_invstd, running_mean_out, running_var_out)
 Values batch_norm_functional(Ctx& c) {
@@ -221,7 +220,6 @@ Register r({
     {"native_layer_norm_backward|native_layer_norm_backward.out", layer_norm_backward},
     {"native_group_norm|native_group_norm.out", group_norm},
     {"native_group_norm_backward|native_group_norm_backward.out", group_norm_backward},
-    {"native_batch_norm|native_batch_norm.out", native_batch_norm},
     {"_native_batch_norm_legit_functional", batch_norm_functional},
     {"_native_batch_norm_legit.no_stats|_native_batch_norm_legit.no_stats_out", batch_norm_no_stats},
     {"_native_batch_norm_legit_no_training|_native_batch_norm_legit_no_training.out", batch_norm_eval},

@@ -142,16 +142,27 @@ std::pair<Value, Value> arg_extreme(Builder& b, Value x, int64_t dim, bool is_ma
   });
   return {r[0], r[1]};
 }
+// PyTorch's checks that its meta kernels leave to the CPU kernels.
+int64_t nonempty_dim(Ctx& c, const Value& x, int64_t dim, const char* op) {
+  dim = wrap_dim(dim, x.type.rank());
+  if (x.type.rank() > 0 && x.type.dims[dim] == 0)
+    throw IndexError(std::string(op) + "(): Expected reduction dim " + std::to_string(dim) + " to have non-zero size.");
+  return dim;
+}
 Values max_dim(Ctx& c, bool is_max) {  // max.dim(self, dim, keepdim) -> (values, indices)
   Value x = c.v(0);
-  auto [v, i] = arg_extreme(c.b, x, wrap_dim(c.i(1), x.type.rank()), is_max);
+  auto [v, i] = arg_extreme(c.b, x, nonempty_dim(c, x, c.i(1), is_max ? "max" : "min"), is_max);
   return {finish(c, v, 0), finish(c, i, 1)};
 }
 Values max_dim(Ctx& c) { return max_dim(c, true); }
 Values min_dim(Ctx& c) { return max_dim(c, false); }
 Values argmax(Ctx& c, bool is_max) {  // argmax(self, dim?, keepdim)
   Value x = c.v(0);
-  int64_t dim = c.has(1) ? wrap_dim(c.i(1), x.type.rank()) : 0;
+  const char* op = is_max ? "argmax" : "argmin";
+  if (x.type.dtype == DType::Pred) c.fail(std::string(op) + "(): does not support bool input");
+  if (!c.has(1) && x.type.numel() == 0)
+    throw IndexError(std::string(op) + "(): Expected reduction dim to be specified for input.numel() == 0.");
+  int64_t dim = c.has(1) ? nonempty_dim(c, x, c.i(1), op) : 0;
   if (!c.has(1) && x.type.rank() != 1) x = c.b.reshape(x, {x.type.numel()});
   return {finish(c, arg_extreme(c.b, x, dim, is_max).second)};
 }

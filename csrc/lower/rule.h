@@ -23,11 +23,16 @@ using hlo::TensorType;
 using hlo::Value;
 using hlo::Values;
 
+// A bad argument PyTorch reports as IndexError (a dim out of range): the glue raises IndexError.
+struct IndexError : hlo::Error {
+  using hlo::Error::Error;
+};
+
 // One argument of the ATen call. Tensors, tensor lists and scalars refer to Ctx::inputs.
 struct Arg {
   enum Kind : uint8_t { None, Tensor, TensorList, Scalar, Int, Bool, IntList, FloatList, String, ScalarList };
   Kind kind = None;
-  int64_t i = 0;              // Int, Bool; DType for dtype= arguments
+  int64_t i = 0;              // Int, Bool; DType for dtype= arguments; Tensor: < 0 for a wrapped Python number
   double f = 0;               // a structural Scalar's value (see Rule::structural)
   std::vector<int64_t> ints;  // IntList; input indices of Tensor / TensorList (-1: None) / Scalar / ScalarList
   std::vector<double> floats; // FloatList

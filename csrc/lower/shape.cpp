@@ -1,6 +1,7 @@
 // Shape ops that move elements without looking at their values: concatenation, flips and rolls,
 // triangles, constant padding, and the *_scatter ops that write a view of a fresh tensor.
 #include <algorithm>
+#include <cstdint>
 
 #include "lower/helpers.h"
 #include "lower/view.h"
@@ -95,46 +96,99 @@ Values constant_pad_nd(Ctx& c) {
   return {c.b.pad(x, value, lo, hi)};
 }
 
-// slice_scatter(self, src, dim, start, end, step)
-Values slice_scatter(Ctx& c) {
-  Value self = c.v(0);
-  const Dims& sizes = self.type.dims;
-  int64_t dim = wrap_dim(c.i(2, 0), self.type.rank()), n = sizes[dim], step = c.i(5, 1);
+// The views that slice / select / diagonal take of a contiguous tensor of type t.
+View slice_of(const TensorType& t, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  dim = wrap_dim(dim, t.rank());
+  int64_t n = t.dims[dim];
   auto norm = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
-  int64_t start = norm(c.i(3, 0)), end = std::max(start, norm(c.i(4, n)));
-  View v{self.type.dtype, sizes, contiguous_strides(sizes), 0};
+  start = norm(start);
+  end = std::max(start, norm(end));
+  View v{t.dtype, t.dims, contiguous_strides(t.dims), 0};
   v.sizes[dim] = (end - start + step - 1) / step;
   v.offset = start * v.strides[dim];
   v.strides[dim] *= step;
-  return {write_into(c.b, self, c.v(1), v)};
+  return v;
 }
 
-// select_scatter(self, src, dim, index)
-Values select_scatter(Ctx& c) {
-  Value self = c.v(0);
-  int64_t dim = wrap_dim(c.i(2), self.type.rank()), n = self.type.dims[dim], i = c.i(3);
-  View v = sub_view(self.type.dtype, self.type.dims, {dim});
-  v.offset = (i < 0 ? i + n : i) * contiguous_strides(self.type.dims)[dim];
-  return {write_into(c.b, self, c.v(1), v)};
+View select_of(const TensorType& t, int64_t dim, int64_t index) {
+  dim = wrap_dim(dim, t.rank());
+  View v = sub_view(t.dtype, t.dims, {dim});
+  v.offset = (index < 0 ? index + t.dims[dim] : index) * contiguous_strides(t.dims)[dim];
+  return v;
 }
 
-// diagonal_scatter(self, src, offset, dim1, dim2)
-Values diagonal_scatter(Ctx& c) {
-  Value self = c.v(0);
-  int64_t r = self.type.rank(), off = c.i(2, 0), d1 = wrap_dim(c.i(3, 0), r), d2 = wrap_dim(c.i(4, 1), r);
-  int64_t n1 = self.type.dims[d1], n2 = self.type.dims[d2];
-  Dims st = contiguous_strides(self.type.dims);
-  View v = sub_view(self.type.dtype, self.type.dims, {d1, d2});
+View diagonal_of(const TensorType& t, int64_t off, int64_t d1, int64_t d2) {
+  d1 = wrap_dim(d1, t.rank());
+  d2 = wrap_dim(d2, t.rank());
+  int64_t n1 = t.dims[d1], n2 = t.dims[d2];
+  Dims st = contiguous_strides(t.dims);
+  View v = sub_view(t.dtype, t.dims, {d1, d2});
   v.sizes.push_back(std::max<int64_t>(0, off >= 0 ? std::min(n1, n2 - off) : std::min(n1 + off, n2)));
   v.strides.push_back(st[d1] + st[d2]);
   v.offset = off >= 0 ? off * st[d2] : -off * st[d1];
-  return {write_into(c.b, self, c.v(1), v)};
+  return v;
 }
 
+// slice_scatter(self, src, dim, start, end, step) and the others: self with the view's elements replaced by src
+Values slice_scatter(Ctx& c) {
+  Value x = c.v(0);
+  return {write_into(c.b, x, c.v(1), slice_of(x.type, c.i(2, 0), c.i(3, 0), c.i(4, INT64_MAX), c.i(5, 1)))};
+}
+Values select_scatter(Ctx& c) {  // (self, src, dim, index)
+  Value x = c.v(0);
+  return {write_into(c.b, x, c.v(1), select_of(x.type, c.i(2), c.i(3)))};
+}
+Values diagonal_scatter(Ctx& c) {  // (self, src, offset, dim1, dim2)
+  Value x = c.v(0);
+  return {write_into(c.b, x, c.v(1), diagonal_of(x.type, c.i(2, 0), c.i(3, 0), c.i(4, 1)))};
+}
 // as_strided_scatter(self, src, size, stride, storage_offset), strides of self's contiguous layout
 Values as_strided_scatter(Ctx& c) {
-  Value self = c.v(0);
-  return {write_into(c.b, self, c.v(1), View{self.type.dtype, c.ints(2), c.ints(3), c.i(4, 0)})};
+  Value x = c.v(0);
+  return {write_into(c.b, x, c.v(1), View{x.type.dtype, c.ints(2), c.ints(3), c.i(4, 0)})};
+}
+
+// The view ops' backward: the gradient written into zeros of the input's shape.
+Values slice_backward(Ctx& c) {  // (grad, input_sizes, dim, start, end, step)
+  const TensorType& o = c.out[0];
+  return {write_into(c.b, zeros(c.b, o), c.v(0), slice_of(o, c.i(2), c.i(3), c.i(4), c.i(5)))};
+}
+Values select_backward(Ctx& c) {  // (grad, input_sizes, dim, index)
+  const TensorType& o = c.out[0];
+  return {write_into(c.b, zeros(c.b, o), c.v(0), select_of(o, c.i(2), c.i(3)))};
+}
+Values diagonal_backward(Ctx& c) {  // (grad, input_sizes, offset, dim1, dim2)
+  const TensorType& o = c.out[0];
+  return {write_into(c.b, zeros(c.b, o), c.v(0), diagonal_of(o, c.i(2), c.i(3), c.i(4)))};
+}
+
+Values stack(Ctx& c) {
+  const TensorType& o = c.out[0];
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  int64_t dim = wrap_dim(c.i(1, 0), o.rank());
+  Values xs;
+  for (Value x : c.vs(0)) {
+    Dims d = x.type.dims;
+    d.insert(d.begin() + dim, 1);
+    xs.push_back(c.b.reshape(convert(c.b, x, o.dtype), d));
+  }
+  return {xs.size() == 1 ? xs[0] : c.b.concatenate(xs, dim)};
+}
+
+// repeat(self, repeats): broadcast to [r0, d0, r1, d1, ...] (self's dims padded with leading 1s), then merge pairs
+Values repeat(Ctx& c) {
+  const TensorType& o = c.out[0];
+  Value x = c.v(0);
+  if (o.numel() == 0) return {zeros(c.b, o)};
+  const auto& reps = c.ints(1);
+  int64_t pad = static_cast<int64_t>(reps.size()) - x.type.rank();
+  Dims pairs, map;
+  for (size_t k = 0; k < reps.size(); ++k) {
+    pairs.push_back(reps[k]);
+    pairs.push_back(static_cast<int64_t>(k) < pad ? 1 : x.type.dims[k - pad]);
+  }
+  for (int64_t k = 0; k < x.type.rank(); ++k) map.push_back(2 * (k + pad) + 1);
+  return {c.b.reshape(c.b.broadcast_in_dim(x, pairs, map), o.dims)};
 }
 
 // unfold_backward(grad_in, input_sizes, dim, size, step): the windows' gradients summed into place.
@@ -172,6 +226,9 @@ Register r({
     {"diagonal_scatter|diagonal_scatter.out", diagonal_scatter},
     {"as_strided_scatter|as_strided_scatter.out", as_strided_scatter},
     {"unfold_backward|unfold_backward.out", unfold_backward},
+    {"slice_backward|slice_backward.out", slice_backward}, {"select_backward|select_backward.out", select_backward},
+    {"diagonal_backward|diagonal_backward.out", diagonal_backward},
+    {"stack|stack.out", stack}, {"repeat|repeat.out", repeat},
 });
 
 }  // namespace

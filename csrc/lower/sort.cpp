@@ -100,7 +100,11 @@ Values median_all(Ctx& c, bool skip_nan) {  // median(self): the value only
   return {as_out(c, median_of(c.b, x, 0, skip_nan).first, 0)};
 }
 Values median_dim(Ctx& c, bool skip_nan) {  // median.dim(self, dim, keepdim) -> (values, indices)
-  auto [v, i] = median_of(c.b, c.v(0), dim_of(c, 1), skip_nan);
+  int64_t dim = dim_of(c, 1);
+  if (c.v(0).type.rank() > 0 && c.v(0).type.dims[dim] == 0)
+    throw IndexError(std::string(skip_nan ? "nanmedian" : "median") + "(): Expected reduction dim " +
+                     std::to_string(dim) + " to have non-zero size.");
+  auto [v, i] = median_of(c.b, c.v(0), dim, skip_nan);
   return {as_out(c, v, 0), as_out(c, i, 1)};
 }
 Values median(Ctx& c) { return median_all(c, false); }

@@ -6,10 +6,11 @@
 namespace tpu::lower {
 namespace {
 
-// PyTorch's dtype conversion: complex to real keeps the real part; double narrows to half types through
+// PyTorch's dtype conversion: complex to real keeps the real part (to bool: nonzero); double narrows to half types through
 // float (as c10::Half / c10::BFloat16 do), so results round the way CPU's do.
 Value cast(Builder& b, Value x, DType t) {
   DType from = x.type.dtype;
+  if (is_complex(from) && t == DType::Pred) return b.compare(x, zeros(b, x.type), hlo::Cmp::NE);
   if (is_complex(from) && !is_complex(t)) {
     x = b.unary(hlo::Op::Real, x);
     from = x.type.dtype;
@@ -26,7 +27,7 @@ Values zero(Ctx& c) { return {zeros(c.b, c.out[0])}; }
 Values to_copy(Ctx& c) { return {cast(c.b, c.v(0), c.out[0].dtype)}; }
 
 // arange.start_out(start, end, step): out[i] = start + i * step, in double (int64 for integer results) as CPU's
-// accumulate type. start and step are runtime operands: only the length, from out's shape, shapes the program.
+// accumulate type. The bounds are structural: they decide the length, and a cached program's result shape.
 Values arange(Ctx& c) {
   const TensorType& o = c.out[0];
   TensorType wide{is_integral(o.dtype) ? DType::S64 : DType::F64, o.dims};
@@ -41,22 +42,21 @@ Values range(Ctx& c) { return arange(c); }
 Value linspace_of(Ctx& c, const TensorType& o) {
   TensorType wide{is_complex(o.dtype) ? o.dtype : DType::F64, o.dims};
   int64_t n = o.dims[0];
-  Value start = broadcast_to(c.b, convert(c.b, c.v(0), wide.dtype), o.dims);
-  Value end = broadcast_to(c.b, convert(c.b, c.v(1), wide.dtype), o.dims);
+  // CPU first rounds the bounds to the result dtype
+  auto bound = [&](size_t i) { return broadcast_to(c.b, convert(c.b, cast(c.b, c.v(i), o.dtype), wide.dtype), o.dims); };
+  Value start = bound(0), end = bound(1);
   Value step = c.b.div(c.b.sub(end, start), scalar_like(c.b, n > 1 ? double(n - 1) : 1.0, wide));
+  if (n == 1) return start;
   Value i = c.b.iota(wide, 0);
   // PyTorch fills the second half from the end, for symmetry
   Value lo = c.b.add(start, c.b.mul(step, i));
   Value hi = c.b.sub(end, c.b.mul(step, c.b.sub(scalar_like(c.b, double(n - 1), wide), i)));
-  Value first_half = c.b.compare(i, scalar_like(c.b, double(n / 2), wide), hlo::Cmp::LT);
+  TensorType idx{DType::S64, o.dims};
+  Value first_half = c.b.compare(c.b.iota(idx, 0), scalar_like(c.b, double(n / 2), idx), hlo::Cmp::LT);
   return c.b.select(first_half, lo, hi);
 }
-Values linspace(Ctx& c) {
-  const TensorType& o = c.out[0];
-  Value v = linspace_of(c, o);
-  if (is_integral(o.dtype)) v = c.b.unary(hlo::Op::Floor, v);
-  return {cast(c.b, v, o.dtype)};
-}
+// integer results truncate toward zero, as CPU's conversion from its double steps does
+Values linspace(Ctx& c) { return {cast(c.b, linspace_of(c, c.out[0]), c.out[0].dtype)}; }
 // logspace(start, end, steps, base): base ** linspace(start, end, steps)
 Values logspace(Ctx& c) {
   const TensorType& o = c.out[0];
@@ -95,7 +95,7 @@ Register r({
     {"fill_.Scalar|fill_.Tensor|fill.Scalar|fill.Tensor|fill.Scalar_out|fill.Tensor_out", fill},
     {"zero_|zero|zero.out", zero}, {"_to_copy|_to_copy.out", to_copy},
     {"_efficientzerotensor|_efficientzerotensor.out", zero},
-    {"arange.start_out", arange}, {"range.out", range},
+    {"arange.start_out", arange, 0b111}, {"range.out", range, 0b111},
     {"linspace.out|linspace", linspace}, {"logspace.out|logspace", logspace},
     {"eye.out|eye.m_out", eye},
     {"tril_indices|tril_indices.out", tril_indices}, {"triu_indices|triu_indices.out", triu_indices},

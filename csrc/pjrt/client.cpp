@@ -377,7 +377,8 @@ std::unique_ptr<Executable> Client::deserialize(const std::string& bytes) const 
 
 std::string Client::default_compile_options() {
   // CompileOptionsProto { executable_build_options (3) : ExecutableBuildOptionsProto {
-  //   num_replicas (4) = 1, num_partitions (5) = 1 } }. Empty options abort the CPU plugin.
+  //   num_replicas (4) = 1, num_partitions (5) = 1 }, compile_portable_executable (4) = true }.
+  // Empty options abort the CPU plugin; a portable executable runs on any device we name.
   std::string build;
   append_varint(build, (4 << 3) | 0);
   append_varint(build, 1);
@@ -386,7 +387,10 @@ std::string Client::default_compile_options() {
   std::string out;
   append_varint(out, (3 << 3) | 2);
   append_varint(out, build.size());
-  return out + build;
+  out += build;
+  append_varint(out, (4 << 3) | 0);
+  append_varint(out, 1);
+  return out;
 }
 
 }  // namespace tpu::pjrt

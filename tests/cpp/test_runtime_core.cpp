@@ -32,7 +32,7 @@ int main() {
                "argument 0: program expects tensor<4xf32>, got tensor<4xi32>");
   CHECK_THROWS(pjrt::Error, check_arguments({{DType::F32, {4}}}, {}), "takes 1 arguments, got 0");
 
-  // executable_build_options { num_replicas: 1 num_partitions: 1 }
-  CHECK(pjrt::Client::default_compile_options() == std::string("\x1a\x04\x20\x01\x28\x01", 6));
+  // executable_build_options { num_replicas: 1 num_partitions: 1 } compile_portable_executable: true
+  CHECK(pjrt::Client::default_compile_options() == std::string("\x1a\x04\x20\x01\x28\x01\x20\x01", 8));
   return test::failures();
 }
