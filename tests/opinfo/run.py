@@ -244,6 +244,10 @@ def main(argv=None):
     elif os.path.exists(args.results):
         os.remove(args.results)
 
+    if args.update:  # rerun with the sweep's own settings unless told otherwise
+        for k in ("max_samples", "variants", "dtypes"):
+            if getattr(args, k) is None and old_meta.get(k) is not None:
+                setattr(args, k, old_meta[k])
     t0 = time.time()
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t0)), "machine": machine(),
             "command": "python -m tests.opinfo.run " + " ".join(argv if argv is not None else sys.argv[1:]),
