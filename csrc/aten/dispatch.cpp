@@ -90,6 +90,8 @@ struct Builder {
     lower::Arg a;
     if (v.isNone() || (v.isTensor() && !v.toTensor().defined())) return a;  // C++ callers pass undefined for None
     c10::TypeKind k = kind_of(schema.type());
+    c10::TypePtr t = unwrap(schema.type());
+    c10::TypeKind elem = t->kind() == c10::TypeKind::ListType ? kind_of(t->containedType(0)) : c10::TypeKind::AnyType;
     if (v.isTensor()) {
       a.kind = lower::Arg::Tensor;
       a.ints = {add_tensor(v.toTensor())};
@@ -98,17 +100,11 @@ struct Builder {
       const at::Tensor& t = v.toTensor();
       if (t.device().is_cpu())
         a.i = (t.unsafeGetTensorImpl()->is_wrapped_number() ? -1 : 1) * (1 + static_cast<int64_t>(t.scalar_type()));
-    } else if (v.isTensorList() || (v.isList() && unwrap(schema.type())->kind() == c10::TypeKind::ListType &&
-                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::IntType &&
-                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::SymIntType &&
-                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::FloatType &&
-                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::BoolType &&
-                                    unwrap(schema.type())->containedType(0)->kind() != c10::TypeKind::NumberType)) {
+    } else if (v.isTensorList() || (v.isList() && elem == c10::TypeKind::TensorType)) {
       a.kind = lower::Arg::TensorList;
       for (const c10::IValue& e : v.toListRef())
         a.ints.push_back(e.isNone() || !e.toTensor().defined() ? -1 : add_tensor(e.toTensor()));  // undefined: None
-    } else if (v.isList() && unwrap(schema.type())->kind() == c10::TypeKind::ListType &&
-               unwrap(schema.type())->containedType(0)->kind() == c10::TypeKind::NumberType) {
+    } else if (v.isList() && elem == c10::TypeKind::NumberType) {
       a.kind = lower::Arg::ScalarList;  // Scalar[] (foreach ops): each element a runtime scalar operand
       for (const c10::IValue& e : v.toListRef()) a.ints.push_back(add_scalar(e.toScalar()));
     } else if (k == c10::TypeKind::NumberType || k == c10::TypeKind::FloatType ||
@@ -164,6 +160,36 @@ c10::IValue to_meta(const c10::IValue& v) {
   }
   if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(c10::kMeta);
   return v;
+}
+
+// Runs PyTorch's Meta kernel of `op` on meta copies of `args`; returns its outputs.
+torch::jit::Stack run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  torch::jit::Stack meta;
+  for (const c10::IValue& v : args) meta.push_back(to_meta(v));
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  return meta;
+}
+
+// Index lists may hold CPU tensors, as on CUDA: they move to the device. Boolean masks become their
+// nonzero() positions (a host sync, as on CUDA) in index.Tensor, whose result shape they decide, and in
+// index_put when other indices come with them (a lone mask is lowered as a select).
+void prepare_indices(const std::string& name, torch::jit::Stack* stack, size_t n) {
+  bool index_read = name == "index.Tensor" || name == "index.Tensor_out";
+  if (!index_read && name != "index_put" && name != "_index_put_impl_" && name != "_index_put_impl") return;
+  const at::Tensor& self = (*stack)[stack->size() - n].toTensor();
+  c10::IValue& list = (*stack)[stack->size() - n + 1];
+  std::vector<at::Tensor> ts;
+  int defined = 0, masks = 0;
+  for (std::optional<at::Tensor> t : list.toOptionalTensorList()) {
+    ts.push_back(t ? *t : at::Tensor());
+    defined += ts.back().defined();
+    masks += ts.back().defined() && (ts.back().scalar_type() == at::kBool || ts.back().scalar_type() == at::kByte);
+  }
+  if (masks && (index_read || defined > 1)) ts = at::native::expandTensors(self, list.toOptionalTensorList(), true);
+  c10::List<std::optional<at::Tensor>> idx;
+  for (const at::Tensor& t : ts)
+    idx.push_back(!t.defined() ? std::nullopt : std::optional<at::Tensor>(t.device() == self.device() ? t : t.to(self.device())));
+  list = idx;
 }
 
 void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
@@ -249,26 +275,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   const auto& params = schema.arguments();
   size_t n = params.size();
-  // Index lists may hold CPU tensors, as on CUDA: they move to the device. Boolean masks become their
-  // nonzero() positions (a host sync, as on CUDA) in index.Tensor, whose result shape they decide, and in
-  // index_put when other indices come with them (a lone mask is lowered as a select).
-  bool index_read = name == "index.Tensor" || name == "index.Tensor_out";
-  if (index_read || name == "index_put" || name == "_index_put_impl_" || name == "_index_put_impl") {
-    const at::Tensor& self = (*stack)[stack->size() - n].toTensor();
-    c10::IValue& list = (*stack)[stack->size() - n + 1];
-    std::vector<at::Tensor> ts;
-    int defined = 0, masks = 0;
-    for (std::optional<at::Tensor> t : list.toOptionalTensorList()) {
-      ts.push_back(t ? *t : at::Tensor());
-      defined += ts.back().defined();
-      masks += ts.back().defined() && (ts.back().scalar_type() == at::kBool || ts.back().scalar_type() == at::kByte);
-    }
-    if (masks && (index_read || defined > 1)) ts = at::native::expandTensors(self, list.toOptionalTensorList(), true);
-    c10::List<std::optional<at::Tensor>> idx;
-    for (const at::Tensor& t : ts)
-      idx.push_back(!t.defined() ? std::nullopt : std::optional<at::Tensor>(t.device() == self.device() ? t : t.to(self.device())));
-    list = idx;
-  }
+  prepare_indices(name, stack, n);
   auto args = torch::jit::last(*stack, n);
   if (launch_blocking()) check_bounds(name, args);
 
@@ -321,9 +328,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for (const at::Tensor& t : m.self) types.push_back(type_of(t));
       return types;
     }
-    torch::jit::Stack meta;
-    for (const c10::IValue& v : args) meta.push_back(to_meta(v));
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    torch::jit::Stack meta = run_meta(op, args);
     if (!m.self.empty()) {
       for (const at::Tensor& t : m.self) types.push_back(type_of(t));
       return types;
@@ -348,10 +353,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // the meta kernel says which returns are None.
   std::vector<bool> none_at;
   if (m.self.empty() && m.out.empty() && res.buffers.size() < schema.returns().size()) {
-    torch::jit::Stack meta;
-    for (const c10::IValue& v : args) meta.push_back(to_meta(v));
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
-    for (const c10::IValue& v : meta) none_at.push_back(v.isNone() || (v.isTensor() && !v.toTensor().defined()));
+    for (const c10::IValue& v : run_meta(op, args)) none_at.push_back(v.isNone() || (v.isTensor() && !v.toTensor().defined()));
   }
 
   torch::jit::drop(*stack, n);

@@ -12,7 +12,6 @@ namespace {
 
 Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
 Value cmp(Builder& b, Value x, Cmp dir, Value y) { return b.compare(x, y, dir); }
-Value isnan_of(Builder& b, Value x) { return b.compare(x, x, Cmp::NE); }
 
 DType int_of_width(DType t) {
   switch (byte_size(t)) {
@@ -51,7 +50,7 @@ Value erfc_of(Builder& b, Value x) {
 Value max_of(Builder& b, Value x, Value y, bool is_max = true) {
   Value m = is_max ? b.max(x, y) : b.min(x, y);
   if (!is_float(x.type.dtype)) return m;
-  return b.select(b.or_(isnan_of(b, x), isnan_of(b, y)), b.add(x, y), m);
+  return b.select(b.or_(is_nan(b, x), is_nan(b, y)), b.add(x, y), m);
 }
 
 Value signbit_of(Builder& b, Value x) {
@@ -334,7 +333,7 @@ Values fmax_min(Ctx& c, bool is_max) {  // NaN only where both are NaN
   Value x = operand(c, 0), y = operand(c, 1);
   Value m = is_max ? c.b.max(x, y) : c.b.min(x, y);
   if (is_float(x.type.dtype))
-    m = c.b.select(isnan_of(c.b, x), y, c.b.select(isnan_of(c.b, y), x, m));
+    m = c.b.select(is_nan(c.b, x), y, c.b.select(is_nan(c.b, y), x, m));
   return {result(c, m)};
 }
 Values fmax(Ctx& c) { return fmax_min(c, true); }
@@ -352,7 +351,7 @@ Values xlogy(Ctx& c) {  // 0 where x == 0 (unless y is NaN)
   Builder& b = c.b;
   Value x = operand(c, 0), y = operand(c, 1);
   Value r = b.select(cmp(b, x, Cmp::EQ, K(b, x, 0)), K(b, x, 0), b.mul(x, b.unary(Op::Log, y)));
-  return {result(c, b.select(isnan_of(b, y), y, r))};
+  return {result(c, b.select(is_nan(b, y), y, r))};
 }
 Values hypot(Ctx& c) {  // m sqrt(1 + (n/m)^2) with m = max(|x|, |y|): no overflow in the squares
   Builder& b = c.b;
@@ -385,7 +384,7 @@ Values nextafter(Ctx& c) {  // one step of the bit pattern toward y, in the resu
   Value from_zero = b.select(cmp(b, y, Cmp::GT, K(b, y, 0)), tiny, b.unary(Op::Neg, tiny));
   Value r = b.select(cmp(b, x, Cmp::EQ, K(b, x, 0)), from_zero, step);
   r = b.select(cmp(b, x, Cmp::EQ, y), y, r);
-  return {b.select(b.or_(isnan_of(b, x), isnan_of(b, y)), b.add(x, y), r)};
+  return {b.select(b.or_(is_nan(b, x), is_nan(b, y)), b.add(x, y), r)};
 }
 Values logaddexp_base(Ctx& c, bool base2) {  // max + log1p(exp(-|x - y|)); equal infinities give themselves
   Builder& b = c.b;
@@ -484,7 +483,7 @@ Values nan_to_num(Ctx& c) {
   auto k = [&](size_t i, double d) { return c.has(i) ? operand(c, i) : K(c.b, x, d); };
   Value nan = k(1, 0), pos = k(2, big), neg = k(3, -big);
   Value inf = K(c.b, x, INFINITY);
-  Value y = c.b.select(isnan_of(c.b, x), nan, x);
+  Value y = c.b.select(is_nan(c.b, x), nan, x);
   y = c.b.select(cmp(c.b, x, Cmp::EQ, inf), pos, y);
   y = c.b.select(cmp(c.b, x, Cmp::EQ, c.b.unary(Op::Neg, inf)), neg, y);
   return {result(c, y)};

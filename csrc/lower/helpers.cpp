@@ -38,6 +38,7 @@ Value broadcast_to(Builder& b, Value x, const Dims& shape) {
 
 Value scalar_like(Builder& b, double v, const TensorType& t) { return b.splat(t, v); }
 Value zeros(Builder& b, const TensorType& t) { return b.splat(t, 0); }
+Value is_nan(Builder& b, Value x) { return b.compare(x, x, hlo::Cmp::NE); }
 
 Value operand(Ctx& c, size_t i, DType t, const Dims& shape) {
   return broadcast_to(c.b, convert(c.b, c.v(i), t), shape);

@@ -15,6 +15,7 @@ Value convert(Builder& b, Value x, DType t);             // no-op when already t
 Value broadcast_to(Builder& b, Value x, const Dims& shape);  // right-aligned, like torch
 Value scalar_like(Builder& b, double v, const TensorType& t);  // a constant of t's dtype and shape
 Value zeros(Builder& b, const TensorType& t);
+Value is_nan(Builder& b, Value x);  // x != x
 
 // Argument `i` converted to `t` and broadcast to `shape`.
 Value operand(Ctx& c, size_t i, DType t, const Dims& shape);

@@ -43,7 +43,6 @@ Value expand(Builder& b, Value r, const Dims& dims, const Dims& shape) {
   return broadcast_to(b, keep_dims(b, r, dims, shape), shape);
 }
 
-Value is_nan(Builder& b, Value x) { return b.compare(x, x, Cmp::NE); }
 
 // ---- sum, mean, prod
 

@@ -9,7 +9,6 @@ using hlo::Op;
 
 namespace {
 
-Value is_nan(Builder& b, Value x) { return b.compare(x, x, Cmp::NE); }
 
 // x sorted along dim with its s64 source positions. Stable; NaN sorts above every number, as in PyTorch.
 std::pair<Value, Value> sort_of(Builder& b, Value x, int64_t dim, bool descending) {
