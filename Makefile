@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BUILD := build
 
-.PHONY: build demo test bench clean
+.PHONY: build demo test bench opinfo clean
 
 $(STAMP): requirements.txt pyproject.toml setup.py
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ demo: build
 
 test: build
 	$(PYTHON) -m pytest -q tests
+
+# The full OpInfo conformance sweep (tens of minutes): rewrites docs/op_coverage.md.
+opinfo: build
+	$(PYTHON) -m tests.opinfo.run --full
 
 bench: build
 	$(PYTHON) bench/runtime.py

@@ -112,7 +112,9 @@ def render(results, meta):
         w(f"- ops rerun since (`--update`): {'; '.join(meta['updated'])}")
     w(f"- machine: {meta.get('machine', '?')}")
     w(f"- torch {torch.__version__}, torch_tpu {torch_tpu.__version__}, commit {git_commit()}")
-    w(f"- {len(ops)} OpInfos, {len(results)} cases (a case is one op, variant and dtype)")
+    w(f"- {len(ops)} OpInfos, {len(results)} cases (a case is one op, variant and dtype); "
+      f"{sum(r.get('compiles', 0) for r in results)} programs compiled, "
+      f"{sum(r.get('disk_hits', 0) for r in results)} loaded from the disk compile cache")
     w("")
     w("Statuses: `ok` pass (every sample agrees with CPU); `FAIL` (details below); `fb` passes only with")
     w("`torch_tpu.cpu_fallback()` (the aten ops that fell back are listed); `-` CPU PyTorch does not support")
@@ -120,9 +122,14 @@ def render(results, meta):
     w("the OpInfo has no such variant. Forward runs each dtype the op supports on CPU; backward compares the")
     w("gradients of every differentiable input (float32); inplace and out run float32 (else the first dtype")
     w("the op supports); error runs `op.error_inputs` and expects tpu to raise CPU's exception type.")
-    w("Ops marked * compare only result metadata (random or undefined values). A bfloat16/float16 value")
-    w("mismatch passes when tpu is as close to the op's float64 result as CPU is (CPU rounds after every")
-    w(f"step of some accumulations): {sum(r.get('float64_ref', 0) for r in results)} samples passed that way.")
+    w("Ops marked * compare only result metadata (random or undefined values). Sort-like ops accept any")
+    w("indices that select CPU's values (ties have no specified order). A value mismatch (result or")
+    w("gradient) passes when tpu is as close to the op's float64 result as CPU is (CPU rounds after every")
+    w(f"step of some accumulations): {sum(r.get('float64_ref', 0) for r in results)} results passed that way.")
+    w("Tolerances: tests/opinfo/harness.py DEFAULT_TOL by result dtype, TOL_OVERRIDES per op (with reasons).")
+    w("")
+    w("Commands: `python -m tests.opinfo.run --full` (this page), `python -m tests.opinfo.run --update --ops a,b`")
+    w("(rerun a few ops and rewrite this page), `python -m pytest -q tests/opinfo` (the CI slice).")
     w("")
 
     # totals ------------------------------------------------------------------------------------
@@ -180,6 +187,20 @@ def render(results, meta):
         nfb = sum(r["status"] == "cpu-fallback" for r in rs)
         w(f"| {i} | {len(rs)} | {nfb} | {md(cause)} | {md(', '.join(names[:6]))}{' ...' if len(names) > 6 else ''} |")
     w("")
+    defects = [(c, rs) for c, rs in ranked if not c.startswith("no tpu lowering")]
+    if defects:
+        w("## Defects other than missing lowerings")
+        w("")
+        w("Every failure cause that is not an op without a lowering: wrong values, dtypes or shapes,")
+        w("missing or different errors, glue limitations.")
+        w("")
+        w("| cases | fb | cause | OpInfos (first 6) |")
+        w("|---|---|---|---|")
+        for cause, rs in defects:
+            names = list(dict.fromkeys(r["op"] for r in rs))
+            nfb = sum(r["status"] == "cpu-fallback" for r in rs)
+            w(f"| {len(rs)} | {nfb} | {md(cause)} | {md(', '.join(names[:6]))}{' ...' if len(names) > 6 else ''} |")
+        w("")
     fb = collections.Counter()
     for r in results:
         for o in r.get("fallback_ops", ()):
