@@ -2,6 +2,8 @@
 // (the fallback); the few ops here are storage and view plumbing PyTorch needs from any backend.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/all.h>
+#include <ATen/ops/eq.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -81,6 +83,9 @@ at::Tensor& set_empty(at::Tensor& self) {
   return set_storage(self, std::move(s), 0, {0}, {1});
 }
 
+// torch.equal returns a bool: same sizes and eq(a, b).all() (promoting dtypes, NaN unequal), read on the host.
+bool equal(const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes() && at::eq(a, b).all().item<bool>(); }
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -100,6 +105,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", copy_from);
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
+  m.impl("equal", equal);
   // Lowered foreach ops (and their in-place forms): their CompositeExplicitAutograd kernels (loops of
   // per-tensor ops) would win over the fallback, so they get the boxed kernel by name.
   for (const std::string& name : lower::names()) {

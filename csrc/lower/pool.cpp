@@ -131,9 +131,8 @@ hlo::Window sweep(const Pool& p, const Dims& in, const Dims& out) {
 }
 
 // max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) -> (out, indices)
-Values max_pool(Ctx& c) {
+Values max_pool_n(Ctx& c, size_t n) {  // n spatial dims (also max_pool3d_with_indices)
   Value x = c.v(0);
-  size_t n = 2;
   Pool p = pool_args(c, 1, true, n);
   hlo::Window w = sweep(p, x.type.dims, c.out[0].dims);
   Value idx = plane_index(c.b, x.type.dims, n);
@@ -142,9 +141,12 @@ Values max_pool(Ctx& c) {
   Values r = c.b.reduce_window({x, idx}, {lo, big}, w, argmax_body);
   return {result(c, r[0], 0), result(c, r[1], 1)};
 }
+Values max_pool(Ctx& c) { return max_pool_n(c, 2); }
+Values max_pool3d(Ctx& c) { return max_pool_n(c, 3); }
 
 // max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
 Values max_pool_backward(Ctx& c) { return {result(c, scatter_plane(c, c.v(0), c.v(7), c.v(1).type.dims, 2))}; }
+Values max_pool3d_backward(Ctx& c) { return {result(c, scatter_plane(c, c.v(0), c.v(7), c.v(1).type.dims, 3))}; }
 
 // avg pool divisors along one dim, per output position (PyTorch's rule: the window clipped to the
 // padded input counts when count_include_pad, else the window clipped to the input).
@@ -246,7 +248,7 @@ Values adaptive_avg_pool(Ctx& c) {
   const Dims& out = c.out[0].dims;
   int64_t r = x.type.rank();
   Value count = scalar_like(c.b, 1, {x.type.dtype, out});
-  for (int64_t d = r - 1; d >= r - 2; --d) {  // last dim first, like PyTorch's loops
+  for (int64_t d = r - 1; d >= r - static_cast<int64_t>(c.ints(1).size()); --d) {  // last dim first, like PyTorch's loops
     Bins bn = bins(x.type.dims[d], out[d]);
     Value e = bin_elements(c.b, x, d, bn);
     e = c.b.select(bin_mask(c.b, bn, e.type.dims, d), e, zeros(c.b, e.type));
@@ -259,11 +261,11 @@ Values adaptive_avg_pool(Ctx& c) {
 }
 
 // _adaptive_avg_pool2d_backward(grad_output, self): each bin's gradient / its size, spread over it.
-Values adaptive_avg_pool_backward(Ctx& c) {
+Values adaptive_avg_pool_backward_n(Ctx& c, int64_t n) {  // n spatial dims
   Value g = convert(c.b, c.v(0), compute_type(c.v(0).type.dtype));
   const Dims& in = c.v(1).type.dims;
   int64_t r = g.type.rank();
-  for (int64_t d = r - 2; d < r; ++d) {
+  for (int64_t d = r - n; d < r; ++d) {
     Bins bn = bins(in[d], g.type.dims[d]);
     int64_t out = static_cast<int64_t>(bn.start.size());
     TensorType it{DType::S64, {out, in[d]}};
@@ -278,6 +280,8 @@ Values adaptive_avg_pool_backward(Ctx& c) {
   }
   return {result(c, g)};
 }
+Values adaptive_avg_pool_backward(Ctx& c) { return adaptive_avg_pool_backward_n(c, 2); }
+Values adaptive_avg_pool3d_backward(Ctx& c) { return adaptive_avg_pool_backward_n(c, 3); }
 
 // adaptive_max_pool2d(self, output_size) -> (out, indices)
 Values adaptive_max_pool(Ctx& c) {
@@ -399,6 +403,10 @@ constexpr uint32_t bits(int from, int n) { return ((1u << n) - 1) << from; }
 
 Register r({
     {"max_pool2d_with_indices|max_pool2d_with_indices.out", max_pool},
+    {"max_pool3d_with_indices|max_pool3d_with_indices.out", max_pool3d},
+    {"max_pool3d_with_indices_backward|max_pool3d_with_indices_backward.grad_input", max_pool3d_backward},
+    {"_adaptive_avg_pool3d|_adaptive_avg_pool3d.out", adaptive_avg_pool},
+    {"_adaptive_avg_pool3d_backward|_adaptive_avg_pool3d_backward.out", adaptive_avg_pool3d_backward},
     {"max_pool2d_with_indices_backward|max_pool2d_with_indices_backward.grad_input", max_pool_backward},
     {"avg_pool2d|avg_pool2d.out", avg_pool}, {"avg_pool2d_backward|avg_pool2d_backward.grad_input", avg_pool_backward},
     {"_adaptive_avg_pool2d|_adaptive_avg_pool2d.out", adaptive_avg_pool},

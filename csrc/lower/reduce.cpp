@@ -211,7 +211,7 @@ Values std_mean(Ctx& c) { return var_(c, true, true); }
 // linalg_vector_norm(self, ord (structural), dim?, keepdim, *, dtype)
 Values vector_norm(Ctx& c) {
   Builder& b = c.b;
-  double p = c.f(1);
+  double p = c.has(1) ? c.f(1) : 2;  // norm's p=None: 2
   Value x = c.v(0);
   x = convert(b, b.unary(Op::Abs, x), compute_type(c.out[0].dtype));
   Dims d = dims_arg(c, 2, x.type.rank());
@@ -324,6 +324,8 @@ Register r({
     {"var_mean.correction|var_mean.correction_out", var_mean},
     {"std_mean.correction|std_mean.correction_out", std_mean},
     {"linalg_vector_norm|linalg_vector_norm.out", vector_norm, 1u << 1},
+    {"norm.Scalar|norm.Scalar_out|norm.ScalarOpt_dim|norm.out|norm.ScalarOpt_dim_dtype|norm.dtype_out", vector_norm,
+     1u << 1},  // norm's layout matches linalg_vector_norm's
     {"logsumexp|logsumexp.out", logsumexp},
     {"cumsum|cumsum.out", cumsum},
     {"cumprod|cumprod.out", cumprod},

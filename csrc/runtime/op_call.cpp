@@ -116,9 +116,9 @@ std::string cache_key(const OpCall& c, const Params& p) {
     const lower::Arg& arg = c.args[a];
     k << static_cast<int>(arg.kind) << ':' << arg.i << ':';
     key_dims(k, arg.ints);
-    for (double f : arg.floats) k << f << ',';
+    for (double f : arg.floats) k << std::hexfloat << f << std::defaultfloat << ',';  // exact: 0.1 != 0.1000001
     k << arg.s;
-    if (arg.kind == lower::Arg::Scalar && (c.rule->structural >> a & 1)) k << '=' << arg.f;
+    if (arg.kind == lower::Arg::Scalar && (c.rule->structural >> a & 1)) k << '=' << std::hexfloat << arg.f << std::defaultfloat;
     k << ';';
   }
   for (size_t q = 0; q < p.storage.size(); ++q) {
