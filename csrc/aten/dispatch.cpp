@@ -56,6 +56,7 @@ struct Builder {
   OpCall& call;
   std::string opname;
   int device = -1;
+  std::vector<at::Tensor> keep;  // materialized conj / neg inputs, alive until the call has run
 
   int add_scalar(const c10::Scalar& s) {
     Input in;
@@ -82,6 +83,12 @@ struct Builder {
                 "Expected all tensors to be on the same device, but found at least two devices, tpu:", device,
                 " and tpu:", d, "! (when checking arguments for ", opname, ")");
     device = d;
+    if (t.is_conj() || t.is_neg()) {  // lazy conj / neg bits (conj-aware ops: copy_, clone): materialize them
+      at::Tensor r = t.is_neg() ? at::neg(t._neg_view()) : t;
+      if (r.is_conj()) r = at::conj_physical(r.conj());
+      keep.push_back(r);
+      return add_tensor(r);
+    }
     call.inputs.push_back(input_of(t));
     return static_cast<int>(call.inputs.size() - 1);
   }

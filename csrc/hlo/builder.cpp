@@ -294,6 +294,11 @@ std::pair<Value, Value> Builder::rng_bit_generator(Value state, RngAlgorithm alg
   return {r[0], r[1]};
 }
 
+Value Builder::fft(Value x, FftType type, const Dims& length) {
+  TensorType t = shape::fft(x.type, type, length);
+  return emit(Op::Fft, {x}, {t}, {{"fft_type", print::fft(type)}, {"fft_length", print::array(length)}})[0];
+}
+
 Values Builder::custom_call(const std::string& target, const Values& operands, const std::vector<TensorType>& results,
                             const CustomCallOptions& o) {
   for (auto& t : results) check_static(Op::CustomCall, t);

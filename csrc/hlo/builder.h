@@ -89,6 +89,8 @@ class Builder {
 
   // Misc.
   std::pair<Value, Value> rng_bit_generator(Value state, RngAlgorithm alg, const TensorType& out);  // (state, bits)
+  // FFT over the trailing fft_length.size() (1 to 3) dims of x.
+  Value fft(Value x, FftType type, const Dims& fft_length);
   Values custom_call(const std::string& target, const Values& operands, const std::vector<TensorType>& results,
                      const CustomCallOptions& o = {});
   Values optimization_barrier(const Values& xs);

@@ -143,6 +143,10 @@ std::string rng(RngAlgorithm a) {
   static const char* n[] = {"DEFAULT", "THREE_FRY", "PHILOX"};
   return cat("#stablehlo<rng_algorithm ", n[static_cast<int>(a)], ">");
 }
+std::string fft(FftType t) {
+  static const char* n[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
+  return cat("#stablehlo<fft_type ", n[static_cast<int>(t)], ">");
+}
 
 std::string dot(const DotDims& d) {
   return cat("#stablehlo.dot<",

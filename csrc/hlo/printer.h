@@ -25,6 +25,7 @@ std::string cmp(Cmp dir);                            // #stablehlo<comparison_di
 std::string cmp_type(CmpType t);                     // #stablehlo<comparison_type FLOAT>
 std::string precision(Precision lhs, Precision rhs); // [#stablehlo<precision DEFAULT>, ...]
 std::string rng(RngAlgorithm a);                     // #stablehlo<rng_algorithm THREE_FRY>
+std::string fft(FftType t);                          // #stablehlo<fft_type RFFT>
 std::string dot(const DotDims& d);                   // #stablehlo.dot<...>
 std::string conv(const ConvDims& d);                 // #stablehlo.conv<[b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f]>
 std::string gather(const GatherDims& d);             // #stablehlo.gather<...>

@@ -43,7 +43,7 @@ constexpr OpInfo kOps[] = {
     {"compare"}, {"select"}, {"clamp"}, {"convert"}, {"bitcast_convert"}, {"constant"}, {"iota"},
     {"broadcast_in_dim"}, {"reshape"}, {"transpose"}, {"reverse"}, {"slice"}, {"dynamic_slice"},
     {"dynamic_update_slice"}, {"concatenate"}, {"pad"}, {"reduce"}, {"reduce_window"}, {"select_and_scatter"},
-    {"dot_general"}, {"convolution"}, {"gather"}, {"scatter"}, {"sort"}, {"rng_bit_generator"}, {"while"},
+    {"dot_general"}, {"convolution"}, {"gather"}, {"scatter"}, {"sort"}, {"rng_bit_generator"}, {"fft"}, {"while"},
     {"case"}, {"custom_call"}, {"optimization_barrier"}, {"return"},
 };
 static_assert(std::size(kOps) == static_cast<size_t>(Op::kCount), "one kOps row per Op");
@@ -619,6 +619,33 @@ std::vector<TensorType> rng_bit_generator(const TensorType& state, RngAlgorithm 
   if (!ok) fail(op, cat("state ", state.str(), " has the wrong size for ", print::rng(alg)));
   check_class(op, I, out.dtype);
   return {state, out};
+}
+
+TensorType fft(const TensorType& x, FftType type, const Dims& length) {
+  const Op op = Op::Fft;
+  check_type(op, x);
+  const int64_t L = static_cast<int64_t>(length.size());
+  if (L < 1 || L > 3) fail(op, cat("fft_length must have 1 to 3 elements, got ", L));
+  if (x.rank() < L) fail(op, cat("operand ", x.str(), " has rank below fft_length size ", L));
+  for (int64_t n : length)
+    if (n < 0) fail(op, cat("fft_length ", list(length), " has a negative size"));
+  const bool real_in = type == FftType::RFFT;
+  check_class(op, real_in ? F : C, x.dtype);
+  if (real_in && x.dtype != DType::F32 && x.dtype != DType::F64)
+    fail(op, cat("element type ", info(x.dtype).mlir, " not supported (takes f32 or f64)"));
+  TensorType r = x;
+  const int64_t n = length.back(), half = n == 0 ? 0 : n / 2 + 1;
+  if (type == FftType::RFFT) r.dtype = x.dtype == DType::F32 ? DType::C64 : DType::C128;
+  if (type == FftType::IRFFT) r.dtype = x.dtype == DType::C64 ? DType::F32 : DType::F64;
+  if (type == FftType::RFFT) r.dims.back() = half;
+  if (type == FftType::IRFFT) r.dims.back() = n;
+  const TensorType& real = type == FftType::IRFFT ? r : x;  // the full-length side
+  for (int64_t i = 0; i < L; ++i)
+    if (real.dims[real.rank() - L + i] != length[i])
+      fail(op, cat("trailing dimensions of ", real.str(), " do not match fft_length ", list(length)));
+  if (type == FftType::IRFFT && x.dims.back() != half)
+    fail(op, cat("operand ", x.str(), " must have last dimension ", half, " for fft_length ", list(length)));
+  return r;
 }
 
 std::vector<TensorType> scalars(const std::vector<TensorType>& ts) {

@@ -42,6 +42,8 @@ TensorType gather(const TensorType& operand, const TensorType& indices, const Ga
 std::vector<TensorType> scatter(const std::vector<TensorType>& inputs, const TensorType& indices,
                                 const std::vector<TensorType>& updates, const ScatterDims& d);
 std::vector<TensorType> rng_bit_generator(const TensorType& state, RngAlgorithm alg, const TensorType& out);
+// FFT over the trailing fft_length.size() (1 to 3) dims; RFFT: f32/f64 -> complex, IRFFT: complex -> real.
+TensorType fft(const TensorType& x, FftType type, const Dims& fft_length);
 
 // Region signatures: the scalar types a body receives for the given operand element types.
 std::vector<TensorType> scalars(const std::vector<TensorType>& ts);  // tensor<E> for each

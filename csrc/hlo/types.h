@@ -51,7 +51,7 @@ enum class Op : uint8_t {
   // the rest
   Compare, Select, Clamp, Convert, BitcastConvert, Constant, Iota, BroadcastInDim, Reshape, Transpose, Reverse,
   Slice, DynamicSlice, DynamicUpdateSlice, Concatenate, Pad, Reduce, ReduceWindow, SelectAndScatter, DotGeneral,
-  Convolution, Gather, Scatter, Sort, RngBitGenerator, While, Case, CustomCall, OptimizationBarrier, Return,
+  Convolution, Gather, Scatter, Sort, RngBitGenerator, Fft, While, Case, CustomCall, OptimizationBarrier, Return,
   kCount
 };
 std::string op_name(Op op);  // "stablehlo.add"
@@ -61,6 +61,7 @@ enum class Cmp : uint8_t { EQ, NE, GE, GT, LE, LT };
 enum class CmpType : uint8_t { Auto, Float, TotalOrder, Signed, Unsigned };  // Auto: chosen from the dtype
 enum class Precision : uint8_t { Default, High, Highest };
 enum class RngAlgorithm : uint8_t { Default, ThreeFry, Philox };
+enum class FftType : uint8_t { FFT, IFFT, RFFT, IRFFT };
 
 struct DotDims {
   Dims lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;

@@ -61,6 +61,19 @@ std::vector<size_t> dense_order(const View& v) {
 // Bool goes through u8: StableHLO cannot bitcast i1.
 Value as_view_dtype(hlo::Builder& b, Value base, DType dtype) {
   if (base.type.dtype == dtype) return base;
+  // complex <-> its component type (view_as_real / view_as_complex): StableHLO cannot bitcast complex
+  DType from = base.type.dtype;
+  int64_t len = base.type.dims[0];
+  if ((from == DType::C64 && dtype == DType::F32) || (from == DType::C128 && dtype == DType::F64)) {
+    auto part = [&](hlo::Op op) { return b.reshape(b.unary(op, base), {len, 1}); };
+    return b.reshape(b.concatenate({part(hlo::Op::Real), part(hlo::Op::Imag)}, 1), {2 * len});
+  }
+  if ((from == DType::F32 && dtype == DType::C64) || (from == DType::F64 && dtype == DType::C128)) {
+    if (len % 2) throw hlo::Error("view(dtype): an odd number of elements does not divide into complex elements");
+    Value pairs = b.reshape(base, {len / 2, 2});
+    auto part = [&](int64_t k) { return b.reshape(b.slice(pairs, {0, k}, {len / 2, k + 1}), {len / 2}); };
+    return b.binary(hlo::Op::Complex, part(0), part(1));
+  }
   if (base.type.dtype == DType::Pred) base = b.convert(base, DType::U8);
   DType to = dtype == DType::Pred ? DType::U8 : dtype;
   int64_t from_size = byte_size(base.type.dtype), to_size = byte_size(to), n = base.type.dims[0];

@@ -123,6 +123,20 @@ void test_op_text() {
   CHECK(has(s, "{rng_algorithm = #stablehlo<rng_algorithm THREE_FRY>} : (tensor<2xui64>) -> (tensor<2xui64>, tensor<3xui32>)"));
 
   s = program([](Module& m, Builder& b) {
+    Value x = m.arg(T(D::F32, {2, 4, 6})), c = m.arg(T(D::C64, {2, 4, 4}));
+    return Values{b.fft(x, FftType::RFFT, {4, 6}), b.fft(c, FftType::IRFFT, {6}), b.fft(c, FftType::IFFT, {4})};
+  });
+  CHECK(has(s, "\"stablehlo.fft\"(%arg0) {fft_type = #stablehlo<fft_type RFFT>, fft_length = array<i64: 4, 6>} : "
+               "(tensor<2x4x6xf32>) -> tensor<2x4x4xcomplex<f32>>"));
+  CHECK(has(s, "{fft_type = #stablehlo<fft_type IRFFT>, fft_length = array<i64: 6>} : (tensor<2x4x4xcomplex<f32>>) -> "
+               "tensor<2x4x6xf32>"));
+  CHECK(has(s, "{fft_type = #stablehlo<fft_type IFFT>, fft_length = array<i64: 4>} : (tensor<2x4x4xcomplex<f32>>) -> "
+               "tensor<2x4x4xcomplex<f32>>"));
+  CHECK_THROWS(Error, shape::fft(T(D::F32, {4}), FftType::FFT, {4}), "stablehlo.fft: element type f32 not supported");
+  CHECK_THROWS(Error, shape::fft(T(D::C64, {4}), FftType::IRFFT, {4}), "must have last dimension 3");
+  CHECK_THROWS(Error, shape::fft(T(D::F32, {5}), FftType::RFFT, {4}), "do not match fft_length");
+
+  s = program([](Module& m, Builder& b) {
     CustomCallOptions o;
     o.backend_config = "{\"k\": \"v\\n\"}";
     o.has_side_effect = true;
