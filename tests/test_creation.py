@@ -300,9 +300,7 @@ def test_item_tolist_bool_and_scalars():
 @pytest.mark.parametrize("x", [torch.tensor([1.5, -2.0, 3.25]), torch.tensor([[1, 2], [3, 4]]), torch.tensor(7.0),
                                torch.tensor([True, False]), torch.tensor([], dtype=torch.float32),
                                torch.tensor([1.0, 2.0], dtype=torch.bfloat16), torch.tensor([1e-8, 1e8]),
-                               pytest.param(torch.tensor([1 + 2j]), marks=pytest.mark.xfail(
-                                   strict=True, reason="repr reads complex values through view_as_real, and "
-                                   "reading a real view of a complex storage is not lowered yet (view.cpp)")),
+                               torch.tensor([1 + 2j]),
                                torch.tensor([float("nan"), float("inf"), -1.0])],
                          ids=["float", "int", "0-d", "bool", "empty", "bf16", "sci", "complex", "special"])
 def test_repr(x):
