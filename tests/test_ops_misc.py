@@ -5,7 +5,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tpu_check import check, to
+from tpu_check import both_raise, check, to
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 
@@ -18,12 +18,6 @@ def seed():
 def R(*shape, dtype=torch.float32):
     return torch.randn(*shape).to(dtype)
 
-
-def both_raise(exc, fn, *args, **kwargs):
-    with pytest.raises(exc):
-        fn(*to(args, "cpu"), **kwargs)
-    with pytest.raises(exc):
-        fn(*to(args, "tpu"), **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

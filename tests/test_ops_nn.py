@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tpu_check import assert_close, check, to
+from tpu_check import assert_close, both_raise, check, to
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 # float32 convolution gradients sum N * H * W products in a different order than CPU's kernels
@@ -21,13 +21,6 @@ def seed():
 def R(*shape, dtype=torch.float32):
     return torch.randn(*shape).to(dtype)
 
-
-def both_raise(exc, fn, *args, **kwargs):
-    """fn raises `exc` on CPU and on tpu."""
-    with pytest.raises(exc):
-        fn(*to(args, "cpu"), **kwargs)
-    with pytest.raises(exc):
-        fn(*to(args, "tpu"), **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

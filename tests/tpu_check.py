@@ -1,5 +1,6 @@
 """The oracle of the op tests: run the same function on CPU and on tpu and compare outputs (and
 gradients). CPU PyTorch is the reference."""
+import pytest
 import torch
 
 TOL = {torch.float32: (1.3e-5, 1e-5), torch.float64: (1e-7, 1e-7), torch.bfloat16: (1.6e-2, 1e-2),
@@ -62,3 +63,11 @@ def check(fn, *args, grad=False, rtol=None, atol=None, **kwargs):
             assert t.grad is not None, f"grad {i}: missing on tpu"
             assert_close(t.grad, c.grad, rtol, atol, msg=f"{getattr(fn, '__name__', 'fn')} grad {i}")
     return actual
+
+
+def both_raise(exc, fn, *args, **kwargs):
+    """fn raises `exc` on CPU and on tpu."""
+    with pytest.raises(exc):
+        fn(*to(args, "cpu"), **kwargs)
+    with pytest.raises(exc):
+        fn(*to(args, "tpu"), **kwargs)
