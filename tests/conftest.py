@@ -24,3 +24,10 @@ def run_python(code, env=None, check=True):
 @pytest.fixture
 def python():
     return run_python
+
+
+@pytest.fixture(autouse=True)
+def _seeded():
+    """Every test draws the same random inputs whatever ran before it (no order-dependent results)."""
+    import torch
+    torch.manual_seed(0)

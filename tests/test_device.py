@@ -148,19 +148,19 @@ def test_debug_mode_bounds_checks(python):
 
 
 def test_unsupported_op_message_and_cpu_fallback():
-    # linalg decompositions have no lowering yet (see docs/op_coverage.md)
-    spd = torch.tensor([[4.0, 1.0], [1.0, 3.0]])
-    x = spd.to("tpu")
-    with pytest.raises(NotImplementedError, match=r"aten::linalg_cholesky_ex.*TORCH_TPU_CPU_FALLBACK=1.*cpu_fallback"):
-        torch.linalg.cholesky(x)
+    # the general (non-symmetric) eigendecomposition has no lowering (see docs/op_coverage.md)
+    a = torch.tensor([[2.0, 1.0], [0.5, 3.0]])
+    x = a.to("tpu")
+    with pytest.raises(NotImplementedError, match=r"aten::_linalg_eigvals.*TORCH_TPU_CPU_FALLBACK=1.*cpu_fallback"):
+        torch.linalg.eigvals(x)
 
     def fallbacks():
-        return sum(v for k, v in torch_tpu.metrics.counters().items() if k.startswith("cpu_fallback:linalg_cholesky"))
+        return sum(v for k, v in torch_tpu.metrics.counters().items() if k.startswith("cpu_fallback:_linalg_eigvals"))
     before = fallbacks()
     with torch_tpu.cpu_fallback():
-        y = torch.linalg.cholesky(x)
+        y = torch.linalg.eigvals(x)
     assert y.device.type == "tpu"
-    torch.testing.assert_close(y.cpu(), torch.linalg.cholesky(spd))
+    torch.testing.assert_close(y.cpu(), torch.linalg.eigvals(a))
     assert fallbacks() == before + 1
 
 

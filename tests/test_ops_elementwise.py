@@ -435,9 +435,7 @@ def test_clamp():
     check(lambda t: t.clamp(-1, 1), torch.tensor([float("nan"), 2.0]))
 
 
-@pytest.mark.xfail(strict=True, reason="clamp() without bounds: CPU raises RuntimeError, but PyTorch's meta "
-                   "kernel (a Python reference) raises ValueError before the tpu lowering runs")
-def test_clamp_without_bounds():
+def test_clamp_without_bounds():  # the meta kernel raises ValueError; CPU's kernel decides: RuntimeError
     for dev in ("cpu", "tpu"):
         with pytest.raises(RuntimeError):
             torch.ones(2, device=dev).clamp()
@@ -473,8 +471,6 @@ def test_activation_params():
     check(lambda t: F.threshold(t, 0.2, 9.0), x.bfloat16())
 
 
-@pytest.mark.xfail(strict=True, reason="aten::rrelu_with_noise both writes `noise` and returns a new tensor; the "
-                   "dispatch glue supports one or the other, so it has no lowering")
 def test_rrelu_eval():
     check(lambda t: torch.rrelu(t, training=False), make(torch.float32))
 

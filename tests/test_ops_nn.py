@@ -444,3 +444,17 @@ def test_small_cnn_training_step():
     assert_close(loss_t, loss, msg="loss")
     for (name, p), pt in zip(net.named_parameters(), net_t.parameters()):
         assert_close(pt.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_norm_saved_statistics_match_cpu_dtypes_and_shapes():
+    x = torch.randn(4, 3, 5)
+    for dtype in (torch.float32, torch.bfloat16):
+        cpu = torch.ops.aten.native_layer_norm(x.to(dtype), [5], None, None, 1e-5)
+        tpu = torch.ops.aten.native_layer_norm(x.to(dtype).to("tpu"), [5], None, None, 1e-5)
+        assert [t.dtype for t in tpu] == [t.dtype for t in cpu]
+        rm, rv = torch.zeros(3), torch.ones(3)
+        cpu = torch.ops.aten.native_batch_norm(x.to(dtype), None, None, rm, rv, False, 0.1, 1e-5)
+        tpu = torch.ops.aten.native_batch_norm(x.to(dtype).to("tpu"), None, None, rm.to("tpu"), rv.to("tpu"), False,
+                                               0.1, 1e-5)
+        assert [(t.dtype, t.shape) for t in tpu] == [(t.dtype, t.shape) for t in cpu]
+        torch.testing.assert_close(tpu[0].cpu(), cpu[0])

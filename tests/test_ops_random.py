@@ -284,10 +284,18 @@ def test_errors():
             torch.multinomial(torch.ones(2, 2, 2, device=device), 1)
 
 
-@pytest.mark.xfail(strict=True, reason="from/to are runtime operands and uniform_'s meta kernel does not check "
-                   "them; checking needs a host-side validation hook in the dispatch glue")
 def test_uniform_bad_range_raises():
     with pytest.raises(RuntimeError):
         torch.empty(4).uniform_(3, 2)
     with pytest.raises(RuntimeError):
         torch.empty(4, device="tpu").uniform_(3, 2)
+
+
+@pytest.mark.parametrize("call", [lambda t: t.cauchy_(0, -1), lambda t: t.exponential_(-1),
+                                  lambda t: t.geometric_(1.5), lambda t: t.log_normal_(0, -1),
+                                  lambda t: t.normal_(0, -1), lambda t: t.bernoulli_(2.0),
+                                  lambda t: torch.multinomial(t.abs(), 0), lambda t: torch.multinomial(t.abs(), 9)])
+def test_bad_distribution_parameters_raise_like_cpu(call):
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError):
+            call(torch.rand(4, device=device))

@@ -207,3 +207,14 @@ def test_autograd_leaf_view_inplace_error():
         x = make().to(device).requires_grad_()
         with pytest.raises(RuntimeError):
             x[0].add_(1)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.add(torch.ones(4, device=d), 1, out=torch.zeros(1, device=d).expand(4)),  # one element written twice
+    lambda d: torch.ones(5, 1, device=d).logical_and_(torch.ones(5, 5, device=d)),  # in-place cannot broadcast self
+    lambda d: (lambda x: torch.neg(x[1:], out=x[:-1]))(torch.arange(5.0, device=d)),  # out partly overlaps the input
+])
+def test_write_overlap_raises_like_cpu(call):
+    for device in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError):
+            call(device)

@@ -15,7 +15,7 @@ def _register():
     _registered = True
     import torch
 
-    from torch_tpu import _aten, device_module, runtime
+    from torch_tpu import _aten, _meta, device_module, runtime  # noqa: F401 (_meta: Meta kernels PyTorch lacks)
 
     torch.utils.rename_privateuse1_backend("tpu")
     torch._register_device_module("tpu", device_module)

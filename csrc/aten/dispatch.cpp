@@ -6,6 +6,7 @@
 #include <ATen/ATen.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/IndexingUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <c10/util/Exception.h>
 
@@ -177,6 +178,65 @@ torch::jit::Stack run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IVa
   return meta;
 }
 
+// CPU copies of the tpu tensors in `args` (and the CPU for a tpu device=).
+c10::IValue to_cpu(const c10::IValue& v) {
+  if (v.isTensor()) {
+    const at::Tensor& t = v.toTensor();
+    return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 ? t.to(c10::kCPU) : t;
+  }
+  if (v.isTensorList()) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_cpu(t).toTensor());
+    return out;
+  }
+  if (v.isList() && !v.toListRef().empty() && v.toListRef()[0].isScalar()) return v;
+  if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (const c10::IValue& e : v.toListRef())
+      out.push_back(e.isNone() || !e.toTensor().defined() ? std::nullopt : std::optional<at::Tensor>(to_cpu(e).toTensor()));
+    return out;
+  }
+  if (v.isDevice() && v.toDevice().type() == c10::DeviceType::PrivateUse1) return c10::Device(c10::kCPU);
+  return v;
+}
+
+// PyTorch's meta kernel rejected a call. Meta and CPU kernels do not always agree on the exception
+// type (IndexError or RuntimeError), so CPU's kernel, run on copies, decides what the user sees;
+// should it accept the call, the meta kernel's error stands. Only on this error path: a host sync.
+[[noreturn]] void raise_like_cpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  std::exception_ptr meta_error = std::current_exception();
+  torch::jit::Stack cpu;
+  try {
+    for (const c10::IValue& v : args) cpu.push_back(to_cpu(v));
+  } catch (const std::exception&) {
+    std::rethrow_exception(meta_error);
+  }
+  op.callBoxed(&cpu);
+  std::rethrow_exception(meta_error);
+}
+
+// Normalization statistics: PyTorch's meta kernels say float32, CPU keeps the input's dtype unless its
+// parameters are float32 (mixed precision), and batch norm in eval mode saves none (size 0).
+void stat_types_like_cpu(const std::string& name, c10::ArrayRef<c10::IValue> args, std::vector<hlo::TensorType>& types) {
+  bool layer = name == "native_layer_norm";
+  bool batch = name.rfind("_native_batch_norm_legit", 0) == 0;
+  if ((!layer && !batch) || types.size() < 3) return;
+  const at::Tensor& x = args[0].toTensor();
+  DType param = to_dtype(x.scalar_type());
+  for (size_t i = layer ? 2 : 1; i < (layer ? 4u : 5u) && i < args.size(); ++i)
+    if (args[i].isTensor() && args[i].toTensor().defined()) {
+      if (args[i].toTensor().scalar_type() == at::kFloat) param = DType::F32;
+      break;
+    }
+  if (x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kHalf) param = types[1].dtype;
+  bool eval = name == "_native_batch_norm_legit_no_training" ||
+              (name == "_native_batch_norm_legit_functional" && !args[5].toBool());
+  for (size_t k : {1, 2}) {
+    types[k].dtype = param;
+    if (eval) types[k].dims = {0};
+  }
+}
+
 // Index lists may hold CPU tensors, as on CUDA: they move to the device. Boolean masks become their
 // nonzero() positions (a host sync, as on CUDA) in index.Tensor, whose result shape they decide, and in
 // index_put when other indices come with them (a lone mask is lowered as a select).
@@ -208,8 +268,30 @@ hlo::TensorType type_of(const at::Tensor& t) { return {to_dtype(t.scalar_type())
 
 // The mutated (in-place) and out= tensors of a call, flattened in argument order.
 struct Mutated {
-  std::vector<at::Tensor> self, out;  // in-place targets; out= targets
+  std::vector<at::Tensor> self, out, read;  // in-place targets; out= targets; every other tensor argument
 };
+
+// CPU's memory-overlap rules for written tensors (TensorIterator's): no element written twice, and no
+// written tensor partly overlapping an input (the same tensor is fine, except for the ops that gather).
+void check_overlap(const std::string& name, const Mutated& m) {
+  static const std::set<std::string> gathers = {"cat", "take", "masked_select", "kthvalue", "index_select", "gather"};
+  bool gather = gathers.count(name.substr(0, name.find('.'))) > 0;
+  for (const auto* written : {&m.self, &m.out})
+    for (const at::Tensor& w : *written) {
+      at::assert_no_internal_overlap(w);
+      for (const at::Tensor& t : m.read)
+        if (gather) at::assert_no_overlap(w, t);
+        else if (!t.is_same(w)) at::assert_no_partial_overlap(w, t);
+    }
+}
+
+// An out= tensor that is also read (x.op_(y) as op(x, y, out=x)) cannot be resized to the broadcast shape.
+void check_read_write_shapes(const Mutated& m, const std::vector<at::Tensor>& results) {
+  for (size_t k = 0; k < m.out.size() && k < results.size(); ++k)
+    for (const at::Tensor& t : m.read)
+      TORCH_CHECK(!t.is_same(m.out[k]) || m.out[k].sizes() == results[k].sizes(), "output with shape ",
+                  m.out[k].sizes(), " doesn't match the broadcast shape ", results[k].sizes());
+}
 
 [[noreturn]] void not_lowered(const std::string& name) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: aten::", name,
@@ -284,6 +366,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   size_t n = params.size();
   prepare_indices(name, stack, n);
   auto args = torch::jit::last(*stack, n);
+  check_scalar_args(name, args);
   if (launch_blocking()) check_bounds(name, args);
 
   OpCall call;
@@ -303,6 +386,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       continue;
     }
     if (is_write(p)) flatten(args[i], m.self);
+    flatten(args[i], m.read);
     call.args.push_back(b.arg(p, args[i]));
   }
   // Factory calls have no tensor arguments: their device comes from the device= argument.
@@ -310,7 +394,9 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     for (size_t i = 0; i < n; ++i)
       if (args[i].isDevice() && args[i].toDevice().type() == c10::DeviceType::PrivateUse1)
         b.device = args[i].toDevice().has_index() ? args[i].toDevice().index() : 0;
+  check_overlap(name, m);
   for (const at::Tensor& t : m.out) if (b.device < 0) b.device = t.device().index();
+  for (const at::Tensor& t : m.out) call.out_key += std::to_string(static_cast<int>(t.scalar_type())) + ',';
   call.device = std::max(b.device, 0);
   if (rule->random) {
     auto [seed, counter] = next_random(generator, call.device);
@@ -335,7 +421,18 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for (const at::Tensor& t : m.self) types.push_back(type_of(t));
       return types;
     }
-    torch::jit::Stack meta = run_meta(op, args);
+    // loss backwards without any meta kernel: the gradient is shaped like the input, argument 1
+    static const std::set<std::string> grad_like_input = {"multi_margin_loss_backward",
+                                                          "multilabel_margin_loss_backward", "_ctc_loss_backward",
+                                                          "fractional_max_pool3d_backward"};
+    if (m.self.empty() && grad_like_input.count(name.substr(0, name.find('.'))))
+      return {type_of(args[1].toTensor())};
+    torch::jit::Stack meta;
+    try {
+      meta = run_meta(op, args);
+    } catch (const std::exception&) {
+      raise_like_cpu(op, args);
+    }
     if (!m.self.empty()) {
       for (const at::Tensor& t : m.self) types.push_back(type_of(t));
       return types;
@@ -343,6 +440,11 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     std::vector<at::Tensor> outs;
     for (const c10::IValue& v : meta) flatten(v, outs);
     for (const at::Tensor& t : outs) types.push_back(type_of(t));
+    stat_types_like_cpu(name, args, types);
+    // margin losses of one 1-D sample, unreduced: CPU returns a 0-d loss, the meta kernels a [1] one
+    if ((name == "multi_margin_loss" || name == "multilabel_margin_loss_forward") && args[0].toTensor().dim() == 1 &&
+        types[0].dims == hlo::Dims{1})
+      types[0].dims = {};
     return types;
   };
 
@@ -373,6 +475,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     results.push_back(wrap(res.buffers[k], to_scalar_type(res.types[k].dtype), res.types[k].dims, call.device,
                            call.name + (call.origin.empty() ? "" : " at " + call.origin)));
   if (!m.out.empty()) {  // out=: the functional results copied into the out tensors
+    check_read_write_shapes(m, results);
     for (size_t k = 0; k < m.out.size(); ++k) {
       at::native::resize_output(m.out[k], results[k].sizes());
       Storage& st = storage_of(m.out[k]);

@@ -62,9 +62,46 @@ Tensors3 native_batch_norm_legit(const at::Tensor& input, const std::optional<at
   return batch_norm_pure(input, weight, bias, running_mean, running_var, false, momentum, eps);
 }
 
+// ctc_loss with tensor lengths: the lengths shape log_alpha, so they come to the host (as on CPU) and
+// the int[] overloads (lowered in csrc/lower/nn_misc.cpp) run.
+std::vector<int64_t> host_ints(const at::Tensor& t) {
+  at::Tensor h = t.to(at::kCPU, at::kLong).contiguous();
+  return std::vector<int64_t>(h.data_ptr<int64_t>(), h.data_ptr<int64_t>() + h.numel());
+}
+std::tuple<at::Tensor, at::Tensor> ctc_loss_tensor(const at::Tensor& lp, const at::Tensor& tg, const at::Tensor& il,
+                                                   const at::Tensor& tl, int64_t blank, bool zero_infinity) {
+  auto r = call("_ctc_loss", "", {lp, tg, host_ints(il), host_ints(tl), blank, zero_infinity});
+  return {r[0].toTensor(), r[1].toTensor()};
+}
+at::Tensor ctc_loss_backward_tensor(const at::Tensor& grad, const at::Tensor& lp, const at::Tensor& tg,
+                                    const at::Tensor& il, const at::Tensor& tl, const at::Tensor& nll,
+                                    const at::Tensor& log_alpha, int64_t blank, bool zero_infinity) {
+  return call("_ctc_loss_backward", "",
+              {grad, lp, tg, host_ints(il), host_ints(tl), nll, log_alpha, blank, zero_infinity})[0].toTensor();
+}
+
+// _batch_norm_with_update: the training batch norm above, with an empty reserve as on CPU.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> batch_norm_with_update(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight, const std::optional<at::Tensor>& bias,
+    at::Tensor& running_mean, at::Tensor& running_var, double momentum, double eps) {
+  auto [y, mean, invstd] = batch_norm_update(input, weight, bias, running_mean, running_var, momentum, eps);
+  return {y, mean, invstd, at::empty({0}, input.options().dtype(at::kByte))};
+}
+
+// rrelu_with_noise writes `noise` but returns a new tensor: it runs as rrelu_with_noise_ on a copy.
+at::Tensor rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower, const at::Scalar& upper,
+                            bool training, std::optional<at::Generator> generator) {
+  at::Tensor out = self.clone();
+  return at::rrelu_with_noise_(out, noise, lower, upper, training, generator);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_batch_norm_with_update", batch_norm_with_update);
+  m.impl("rrelu_with_noise", rrelu_with_noise);
+  m.impl("_ctc_loss.Tensor", ctc_loss_tensor);
+  m.impl("_ctc_loss_backward.Tensor", ctc_loss_backward_tensor);
   m.impl("_fused_sdp_choice", fused_sdp_choice);
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("_native_batch_norm_legit", native_batch_norm_legit);

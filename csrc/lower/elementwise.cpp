@@ -199,8 +199,14 @@ Values acos_(Ctx& c) {
   return {result(c, c.b.binary(Op::Atan2, c.b.unary(Op::Sqrt, one_minus_sq(c.b, x)), x))};
 }
 // sinh, cosh from e = exp(|x| / 2), so that e * e overflows only where the result does; expm1 near 0
+// Complex arguments use the textbook identities (no overflow care): PyTorch's complex kernels are std::complex's.
+Value complex_sinh_cosh(Builder& b, Value z, bool cosh) {
+  Value e = b.unary(Op::Exp, z), f = b.unary(Op::Exp, b.unary(Op::Neg, z));
+  return b.mul(cosh ? b.add(e, f) : b.sub(e, f), K(b, z, 0.5));
+}
 Values sinh_(Ctx& c) {
   Builder& b = c.b;
+  if (is_complex(c.out[0].dtype)) return {complex_sinh_cosh(b, operand(c, 0), false)};
   Value x = operand(c, 0), ax = b.unary(Op::Abs, x);
   Value e = b.unary(Op::Exp, b.mul(ax, K(b, ax, 0.5)));
   Value big = b.sub(b.mul(b.mul(K(b, e, 0.5), e), e), b.div(b.div(K(b, e, 0.5), e), e));
@@ -211,12 +217,17 @@ Values sinh_(Ctx& c) {
 }
 Values cosh_(Ctx& c) {
   Builder& b = c.b;
+  if (is_complex(c.out[0].dtype)) return {complex_sinh_cosh(b, operand(c, 0), true)};
   Value x = operand(c, 0);
   Value e = b.unary(Op::Exp, b.mul(b.unary(Op::Abs, x), K(b, x, 0.5)));
   return {result(c, b.add(b.mul(b.mul(K(b, e, 0.5), e), e), b.div(b.div(K(b, e, 0.5), e), e)))};
 }
 Values asinh_(Ctx& c) {  // sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(2|x|) where x^2 overflows
   Builder& b = c.b;
+  if (is_complex(c.out[0].dtype)) {  // log(z + sqrt(z^2 + 1))
+    Value z = operand(c, 0);
+    return {b.unary(Op::Log, b.add(z, b.unary(Op::Sqrt, b.add(b.mul(z, z), K(b, z, 1)))))};
+  }
   Value x = operand(c, 0), ax = b.unary(Op::Abs, x);
   Value x2 = b.mul(ax, ax);
   Value r = b.unary(Op::Log1p, b.add(ax, b.div(x2, b.add(K(b, x, 1), b.unary(Op::Sqrt, b.add(K(b, x, 1), x2))))));
@@ -226,6 +237,11 @@ Values asinh_(Ctx& c) {  // sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(
 }
 Values acosh_(Ctx& c) {  // log1p(y + sqrt(y (y + 2))), y = x - 1
   Builder& b = c.b;
+  if (is_complex(c.out[0].dtype)) {  // log(z + sqrt(z + 1) sqrt(z - 1))
+    Value z = operand(c, 0);
+    Value r = b.mul(b.unary(Op::Sqrt, b.add(z, K(b, z, 1))), b.unary(Op::Sqrt, b.sub(z, K(b, z, 1))));
+    return {b.unary(Op::Log, b.add(z, r))};
+  }
   Value x = operand(c, 0), y = b.sub(x, K(b, x, 1));
   Value r = b.unary(Op::Log1p, b.add(y, b.unary(Op::Sqrt, b.mul(y, b.add(y, K(b, y, 2))))));
   Value big = b.add(b.unary(Op::Log, x), K(b, x, M_LN2));
@@ -389,6 +405,11 @@ Values nextafter(Ctx& c) {  // one step of the bit pattern toward y, in the resu
 Values logaddexp_base(Ctx& c, bool base2) {  // max + log1p(exp(-|x - y|)); equal infinities give themselves
   Builder& b = c.b;
   Value x = operand(c, 0), y = operand(c, 1);
+  if (is_complex(c.out[0].dtype) && !base2) {  // m + log1p(exp(n - m)), m the one with the larger real part (CPU)
+    Value first = cmp(b, b.unary(Op::Real, x), Cmp::GE, b.unary(Op::Real, y));
+    Value m = b.select(first, x, y), n = b.select(first, y, x);
+    return {b.add(m, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(n, m))))};
+  }
   Value m = max_of(b, x, y);
   Value d = b.select(cmp(b, x, Cmp::EQ, y), K(b, x, 0), b.unary(Op::Abs, b.sub(x, y)));
   if (!base2) return {result(c, b.add(m, b.unary(Op::Log1p, b.unary(Op::Exp, b.unary(Op::Neg, d)))))};
@@ -441,7 +462,8 @@ Values lerp(Ctx& c) {  // as CPU: from the nearer end, so that weight 1 gives en
   Value s = operand(c, 0), e = operand(c, 1), w = operand(c, 2);
   Value d = b.sub(e, s);
   Value lo = b.add(s, b.mul(w, d)), hi = b.sub(e, b.mul(d, b.sub(K(b, w, 1), w)));
-  return {result(c, b.select(cmp(b, b.unary(Op::Abs, w), Cmp::LT, K(b, w, 0.5)), lo, hi))};
+  Value aw = b.unary(Op::Abs, w);  // real for a complex weight too
+  return {result(c, b.select(cmp(b, aw, Cmp::LT, K(b, aw, 0.5)), lo, hi))};
 }
 Values addcmul(Ctx& c) {  // self + value * t1 * t2
   Value s = operand(c, 0), t1 = operand(c, 1), t2 = operand(c, 2), v = operand(c, 3);

@@ -89,12 +89,7 @@ Values fft_c2r(Ctx& c) {
 }
 
 // conj of a complex tensor (real ones are their own conjugate): materializes the lazy conj bit of FFT results
-Values conj_physical(Ctx& c) {
-  Value x = c.v(0);
-  if (!is_complex(x.type.dtype)) return {x};
-  Value im = c.b.unary(hlo::Op::Imag, x);
-  return {c.b.binary(hlo::Op::Complex, c.b.unary(hlo::Op::Real, x), c.b.unary(hlo::Op::Neg, im))};
-}
+Values conj_physical(Ctx& c) { return {conj_of(c.b, c.v(0))}; }
 
 }  // namespace
 

@@ -15,7 +15,7 @@ DType compute_type(DType t) {
 
 Value convert(Builder& b, Value x, DType t) {
   if (x.type.dtype == t) return x;
-  if (t == DType::Pred && !is_complex(x.type.dtype))  // torch: nonzero -> true
+  if (t == DType::Pred)  // torch: nonzero -> true (complex: either part)
     return b.compare(x, zeros(b, x.type), hlo::Cmp::NE);
   return b.convert(x, t);
 }
@@ -109,6 +109,11 @@ double highest(DType t) {
     case DType::U64: return static_cast<double>(std::numeric_limits<uint64_t>::max());
     default: return std::numeric_limits<double>::infinity();
   }
+}
+
+Value conj_of(Builder& b, Value x) {
+  if (!is_complex(x.type.dtype)) return x;
+  return b.binary(hlo::Op::Complex, b.unary(hlo::Op::Real, x), b.unary(hlo::Op::Neg, b.unary(hlo::Op::Imag, x)));
 }
 
 }  // namespace tpu::lower

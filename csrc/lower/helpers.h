@@ -47,4 +47,7 @@ double highest(DType t);
 // half types accumulated and returned in float32 (compute_type). linalg.cpp
 Value contract(Ctx& c, Value a, Value b, const hlo::DotDims& d);
 
+// The complex conjugate (a real tensor is its own).
+Value conj_of(Builder& b, Value x);
+
 }  // namespace tpu::lower

@@ -291,10 +291,11 @@ Value mask_positions(Builder& b, Value mask, int64_t limit) {
 
 // masked_scatter(self, mask, source): the k-th true position of mask takes source's k-th element.
 Values masked_scatter(Ctx& c) {
-  Value x = c.v(0), src = c.v(2);
+  if (c.v(1).type.dtype != DType::Pred) c.fail("masked_scatter_ only supports boolean masks");  // as CPU
+  Value x = broadcast_to(c.b, c.v(0), c.out[0].dims), src = c.v(2);  // self broadcasts with mask
   int64_t s = src.type.numel();
   if (s == 0 || x.type.numel() == 0) return {x};
-  Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), x.type.dims);
+  Value mask = broadcast_to(c.b, c.v(1), x.type.dims);
   Value pos = mask_positions(c.b, mask, s);
   Value picked = take_dim(c.b, c.b.reshape(convert(c.b, src, x.type.dtype), {s}), 0, pos);
   return {c.b.select(mask, picked, x)};

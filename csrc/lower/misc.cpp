@@ -98,11 +98,11 @@ Values reflection_pad_backward(Ctx& c) { return pad_bwd(c, true); }
 Values replication_pad_backward(Ctx& c) { return pad_bwd(c, false); }
 
 // ---- linear algebra
-Values vdot(Ctx& c) {  // real tensors: dot
-  DType t = c.out[0].dtype;
-  if (is_complex(t)) c.fail("complex vdot is not lowered");
+Values vdot(Ctx& c) {  // conj(x) . y
   if (c.v(0).type.dtype != c.v(1).type.dtype) c.fail("vdot expected both vectors to have same dtype");
-  return {result(c, contract(c, c.v(0), c.v(1), {{}, {}, {0}, {0}}))};
+  Value x = c.v(0);
+  if (is_complex(x.type.dtype)) x = conj_of(c.b, x);
+  return {result(c, contract(c, x, c.v(1), {{}, {}, {0}, {0}}))};
 }
 
 // linalg_cross(self, other, dim): both broadcast to the result, components along dim
@@ -136,7 +136,10 @@ Values addbmm(Ctx& c) {
 
 // angle of a real tensor: pi for negatives, 0 otherwise, nan for nan
 Values angle(Ctx& c) {
-  if (is_complex(c.v(0).type.dtype)) c.fail("complex angle is not lowered");
+  if (is_complex(c.v(0).type.dtype)) {
+    Value z = c.v(0);
+    return {result(c, c.b.binary(Op::Atan2, c.b.unary(Op::Imag, z), c.b.unary(Op::Real, z)))};
+  }
   Value x = operand(c, 0);
   Value z = zeros(c.b, x.type);
   Value a = c.b.select(c.b.compare(x, z, Cmp::LT), scalar_like(c.b, M_PI, x.type), z);

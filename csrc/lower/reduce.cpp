@@ -228,8 +228,10 @@ Values logsumexp(Ctx& c) {
   Builder& b = c.b;
   Value x = input(c);
   Dims d = dims_arg(c, 1, x.type.rank());
-  Value m = extreme(b, x, d, true);
+  bool cplx = is_complex(x.type.dtype);  // CPU shifts complex inputs by the largest real part
+  Value m = extreme(b, cplx ? b.unary(Op::Real, x) : x, d, true);
   m = b.select(b.compare(b.unary(Op::Abs, m), k(b, INFINITY, m), Cmp::EQ), zeros(b, m.type), m);
+  if (cplx) m = b.convert(m, x.type.dtype);
   Value s = reduce(b, b.unary(Op::Exp, b.sub(x, expand(b, m, d, x.type.dims))), d, Op::Add, 0);
   return {finish(c, b.add(b.unary(Op::Log, s), m))};
 }
@@ -262,6 +264,13 @@ Values logcumsumexp(Ctx& c) {  // log(exp(l) + exp(r)) = max + log1p(exp(min - m
   if (x.type.rank() == 0) return {finish(c, x)};
   Builder& b = c.b;
   auto f = [&b](Value l, Value r) {
+    if (is_complex(l.type.dtype)) {  // ordered by real part, as CPU
+      Value first = b.compare(b.unary(Op::Real, l), b.unary(Op::Real, r), Cmp::GE);
+      Value hi = b.select(first, l, r), lo = b.select(first, r, l);
+      Value v = b.add(hi, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(lo, hi))));
+      Value lo_re = b.unary(Op::Real, lo);
+      return b.select(b.compare(lo_re, k(b, -INFINITY, lo_re), Cmp::EQ), hi, v);
+    }
     Value hi = nan_max(b, l, r, true), lo = nan_max(b, l, r, false);
     Value v = b.add(hi, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(lo, hi))));
     return b.select(b.compare(lo, k(b, -INFINITY, lo), Cmp::EQ), hi, v);  // also keeps +inf, -inf

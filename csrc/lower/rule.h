@@ -45,6 +45,7 @@ struct Ctx {
   const Values& inputs;
   const std::vector<TensorType>& out;  // result types, from PyTorch's meta kernels
   hlo::Precision precision;            // torch.set_float32_matmul_precision
+  const std::vector<bool>* contiguous = nullptr;  // per input: its view is contiguous (det's LU of A^T)
 
   const Arg& arg(size_t i) const;
   bool has(size_t i) const { return i < args.size() && args[i].kind != Arg::None; }

@@ -271,4 +271,7 @@ static Register r({
 });
 
 }  // namespace
+// shared through special.h
+Value special_lgamma(Builder& b, Value x) { return lgamma_of(b, x); }
+Value special_bessel_i(Builder& b, Value x, int nu, bool scaled) { return bessel(b, x, nu, scaled); }
 }  // namespace tpu::lower

@@ -45,7 +45,9 @@ Value linspace_of(Ctx& c, const TensorType& o) {
   // CPU first rounds the bounds to the result dtype
   auto bound = [&](size_t i) { return broadcast_to(c.b, convert(c.b, cast(c.b, c.v(i), o.dtype), wide.dtype), o.dims); };
   Value start = bound(0), end = bound(1);
-  Value step = c.b.div(c.b.sub(end, start), scalar_like(c.b, n > 1 ? double(n - 1) : 1.0, wide));
+  // the barrier keeps XLA from turning the division by a constant into a multiplication by its inexact reciprocal
+  Value count = c.b.optimization_barrier({scalar_like(c.b, n > 1 ? double(n - 1) : 1.0, wide)})[0];
+  Value step = c.b.div(c.b.sub(end, start), count);
   if (n == 1) return start;
   Value i = c.b.iota(wide, 0);
   // PyTorch fills the second half from the end, for symmetry
@@ -60,7 +62,9 @@ Values linspace(Ctx& c) { return {cast(c.b, linspace_of(c, c.out[0]), c.out[0].d
 // logspace(start, end, steps, base): base ** linspace(start, end, steps)
 Values logspace(Ctx& c) {
   const TensorType& o = c.out[0];
-  Value e = linspace_of(c, o);
+  // one step: CPU takes base ** start with start unrounded
+  Value e = o.dims[0] == 1 && !is_complex(o.dtype) ? broadcast_to(c.b, convert(c.b, c.v(0), DType::F64), o.dims)
+                                                    : linspace_of(c, o);
   Value base = broadcast_to(c.b, convert(c.b, c.v(3), e.type.dtype), o.dims);
   return {cast(c.b, c.b.binary(hlo::Op::Power, base, e), o.dtype)};
 }

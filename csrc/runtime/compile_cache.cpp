@@ -33,16 +33,20 @@ CompileCache::CompileCache(const pjrt::Client& client, std::string disk_dir, std
 std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
                                                   const std::function<Program()>& make_program,
                                                   const std::string& origin) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = memory_.find(key); it != memory_.end()) {
-    metrics::add("cache.memory_hits");
-    return it->second;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = memory_.find(key); it != memory_.end()) {
+      metrics::add("cache.memory_hits");
+      return it->second;
+    }
   }
+  // Unlocked: making a program may run other ops (a rejected call's error comes from CPU's kernel run
+  // on copies of device tensors). Two threads missing the same key both compile; the first one stays.
   Program program = make_program();
   auto compiled = std::make_shared<const Compiled>(
       Compiled{load_or_compile(program.text, origin), main_parameters(program.text), std::move(program.results)});
-  memory_.emplace(key, compiled);
-  return compiled;
+  std::lock_guard<std::mutex> lock(mu_);
+  return memory_.emplace(key, compiled).first->second;
 }
 
 void CompileCache::clear_memory() {

@@ -111,7 +111,7 @@ void key_view(std::ostringstream& k, const lower::View& v) {
 
 std::string cache_key(const OpCall& c, const Params& p) {
   std::ostringstream k;
-  k << c.name << '|' << static_cast<int>(c.precision) << '|';
+  k << c.name << '|' << static_cast<int>(c.precision) << '|' << c.out_key << '|';
   for (size_t a = 0; a < c.args.size(); ++a) {
     const lower::Arg& arg = c.args[a];
     k << static_cast<int>(arg.kind) << ':' << arg.i << ':';
@@ -154,7 +154,9 @@ Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> res
     hlo::Value a = params[p.of_input[i]];
     inputs.push_back(c.inputs[i].storage ? lower::read_view(b, a, c.inputs[i].view) : a);
   }
-  lower::Ctx ctx{b, c.args, inputs, results, c.precision};
+  std::vector<bool> contiguous;
+  for (const Input& in : c.inputs) contiguous.push_back(!in.storage || in.view.contiguous());
+  lower::Ctx ctx{b, c.args, inputs, results, c.precision, &contiguous};
   hlo::Values outs = c.rule->fn(ctx);
   if (outs.size() != results.size())
     throw hlo::Error(c.name + ": lowering returned " + std::to_string(outs.size()) + " results, expected " +

@@ -63,6 +63,7 @@ struct OpCall {
   int device = 0;
   hlo::Precision precision = hlo::Precision::Default;
   std::string origin;  // Python file:line of the user's call
+  std::string out_key;  // the dtypes of out= tensors (they can decide the result types): part of the cache key
 };
 
 // Result buffers (flat, one per result not covered by `writes`, in result order) after launching

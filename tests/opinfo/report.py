@@ -10,9 +10,15 @@ import subprocess
 
 from .run import DEFAULT_RESULTS, ROOT
 
-FORWARD_DTYPES = ["float32", "bfloat16", "float16", "int64", "int32", "bool"]
-COLUMNS = [("forward", d) for d in FORWARD_DTYPES] + [("backward", "float32"), ("inplace", None), ("out", None),
-                                                       ("error", "-")]
+FORWARD_DTYPES = ["float32", "bfloat16", "float16", "int64", "int32", "bool", "float64", "complex64"]
+BACKWARD_DTYPES = ["float32", "bfloat16"]
+COLUMNS = [("forward", d) for d in FORWARD_DTYPES] + [("backward", d) for d in BACKWARD_DTYPES] + \
+    [("inplace", None), ("out", None), ("error", "-")]
+# Core ops without a derivative: their results are integer or bool (comparisons, bitwise, arg*, masks),
+# sizes, or fresh values (creation, random): "n/a" in the backward columns of the core table.
+NO_BACKWARD_PREFIXES = ("eq", "ne", "lt", "le", "gt", "ge", "bitwise_", "logical_", "isinf", "isnan", "argmax",
+                        "argmin", "any", "all", "nonzero", "sym_", "empty", "scalar_tensor", "full", "rand",
+                        "arange", "_local_scalar_dense", "resize_", "copy", "embedding_dense_backward")
 MARK = {"pass": "ok", "fail": "FAIL", "cpu-fallback": "fb", "not-supported-on-cpu": "-", "no-samples": "0",
         "crash": "CRASH", "timeout": "HANG"}
 RAN = ("pass", "fail", "cpu-fallback", "crash", "timeout")  # statuses that count in a pass rate
@@ -120,7 +126,7 @@ def render(results, meta):
     w("`torch_tpu.cpu_fallback()` (the aten ops that fell back are listed); `-` CPU PyTorch does not support")
     w("the dtype; `0` no applicable sample; `CRASH` the worker process died; `HANG` the case timed out; blank:")
     w("the OpInfo has no such variant. Forward runs each dtype the op supports on CPU; backward compares the")
-    w("gradients of every differentiable input (float32); inplace and out run float32 (else the first dtype")
+    w("gradients of every differentiable input (float32 and bfloat16); inplace and out run float32 (else the first dtype")
     w("the op supports); error runs `op.error_inputs` and expects tpu to raise CPU's exception type.")
     w("Ops marked * compare only result metadata (random or undefined values). Sort-like ops accept any")
     w("indices that select CPU's values (ties have no specified order). A value mismatch (result or")
@@ -139,9 +145,10 @@ def render(results, meta):
     w("|---|---|---|---|---|---|---|---|---|---|---|")
     groups = collections.OrderedDict()
     for r in results:
-        key = (r["variant"], r["dtype"] if r["variant"] == "forward" else "")
+        key = (r["variant"], r["dtype"] if r["variant"] in ("forward", "backward") else "")
         groups.setdefault(key, collections.Counter())[r["status"]] += 1
-    order = [("forward", d) for d in FORWARD_DTYPES] + [("backward", ""), ("inplace", ""), ("out", ""), ("error", "")]
+    order = [("forward", d) for d in FORWARD_DTYPES] + [("backward", d) for d in BACKWARD_DTYPES] + \
+        [("inplace", ""), ("out", ""), ("error", "")]
     order += [k for k in groups if k not in order]
     summary = collections.OrderedDict()
     for key in order:
@@ -217,7 +224,8 @@ def render(results, meta):
     core = core_aten_ops()
     from torch_tpu import _aten
     lowered = set(_aten.lowered_ops())
-    fwd_ok, bwd_ok, seen, seen_fail = set(), set(), collections.defaultdict(set), set()
+    fwd_ok, bwd_ok = collections.defaultdict(set), collections.defaultdict(set)
+    seen, seen_fail = collections.defaultdict(set), set()
     for r in results:
         fw = set(r.get("aten_ops", ()))
         bw = set(r.get("aten_ops_bw", ()))
@@ -225,41 +233,51 @@ def render(results, meta):
             seen[o].add(r["op"])
         if r["status"] == "pass" and not r.get("meta_only"):
             if r["variant"] == "backward":
-                bwd_ok |= fw
-                fwd_ok |= fw | bw
+                bwd_ok[r["dtype"]] |= fw
+                fwd_ok[r["dtype"]] |= fw | bw
             elif r["variant"] != "error":
-                fwd_ok |= fw
+                fwd_ok[r["dtype"]] |= fw
         elif r["status"] in ("fail", "crash", "timeout"):
             seen_fail |= fw | bw
     kinds = {o: kernel_kind(o, lowered) for o in core}
-    native = {o for o in core if kinds[o] == "lowered"}
+    no_bw = {o for o in core if o.startswith(NO_BACKWARD_PREFIXES)}
+    verified = {}  # (op, variant, dtype) -> ok / FAIL / untested / n/a
+    for o in core:
+        for d in BACKWARD_DTYPES:
+            verified[o, "forward", d] = "ok" if o in fwd_ok[d] else "FAIL" if o in seen_fail else "untested"
+            verified[o, "backward", d] = "n/a" if o in no_bw else \
+                "ok" if o in bwd_ok[d] else "FAIL" if o in seen_fail else "untested"
+    # integer/bool-only ops (bitwise) have no bfloat16 forward: their float32 column covers them
+    for o in core:
+        if o.startswith(("bitwise_", "sym_", "logical_not")) and verified[o, "forward", "float32"] == "ok":
+            verified[o, "forward", "bfloat16"] = "n/a"
+    runs = {o for o in core if kinds[o] != "missing"}
+    fwd_all = {o for o in runs if all(verified[o, "forward", d] in ("ok", "n/a") for d in BACKWARD_DTYPES)}
+    bwd_all = {o for o in runs if all(verified[o, "backward", d] in ("ok", "n/a") for d in BACKWARD_DTYPES)}
     w("## Core ATen ops")
     w("")
     w(f"The core ATen opset: the {len(core)} `torch.ops.aten` overloads tagged `torch.Tag.core` in torch "
       f"{torch.__version__}. `lowered`: a rule in the lowering table (`torch_tpu._aten.lowered_ops()`); "
       "`tpu kernel`: a kernel of torch_tpu's own that is not a lowering (views, metadata); `composite`: runs "
-      "PyTorch's decomposition; `missing`: none of these. An op's forward is verified when a passing case "
-      "dispatched it to tpu (value-compared, not metadata-only); its backward when a passing backward case "
-      "dispatched it in the forward pass (its derivative was checked). The sweep records the aten ops each "
-      "case dispatches with a TorchDispatchMode.")
+      "PyTorch's decomposition into other ops (natively, no CPU fallback); `missing`: none of these. An op's "
+      "forward is verified in a dtype when a passing case of that dtype dispatched it to tpu (value-compared, "
+      "not metadata-only); its backward when a passing backward case of that dtype dispatched it in the forward "
+      "pass (its derivative was checked). `n/a`: no derivative (integer, bool or fresh results) or no float "
+      "inputs. The sweep records the aten ops each case dispatches with a TorchDispatchMode; "
+      "`tests/opinfo/core_extra.py` adds OpInfos for core ops that op_db does not reach.")
     w("")
-    both = {o for o in native if o in fwd_ok and o in bwd_ok}
-    w("| core ops | lowered | lowered, forward verified | lowered, backward verified | lowered, forward and backward verified | tpu kernel | composite | missing |")
-    w("|---|---|---|---|---|---|---|---|")
     kc = collections.Counter(kinds.values())
-    w(f"| {len(core)} | {len(native)} | {len(native & fwd_ok)} | {len(native & bwd_ok)} | {len(both)} | "
-      f"{kc['tpu kernel']} | {kc['composite']} | {kc['missing']} |")
+    w("| core ops | lowered | tpu kernel | composite | missing | forward verified (float32 and bfloat16) | "
+      "backward verified or n/a (float32 and bfloat16) | both |")
+    w("|---|---|---|---|---|---|---|---|")
+    w(f"| {len(core)} | {kc['lowered']} | {kc['tpu kernel']} | {kc['composite']} | {kc['missing']} | "
+      f"{len(fwd_all)} | {len(bwd_all)} | {len(fwd_all & bwd_all)} |")
     w("")
-    w("| core op | kind | forward | backward | OpInfos that dispatch it (first 3) |")
-    w("|---|---|---|---|---|")
-
-    def state(o, ok):
-        if o in ok:
-            return "ok"
-        return "FAIL" if o in seen_fail else "untested"
+    w("| core op | kind | forward float32 | forward bfloat16 | backward float32 | backward bfloat16 | OpInfos that dispatch it (first 3) |")
+    w("|---|---|---|---|---|---|---|")
     for o in sorted(core):
-        w(f"| `{o}` | {kinds[o]} | {state(o, fwd_ok)} | {state(o, bwd_ok)} | "
-          f"{md(', '.join(sorted(seen.get(o, ()))[:3]))} |")
+        cells = " | ".join(verified[o, v, d] for v in ("forward", "backward") for d in BACKWARD_DTYPES)
+        w(f"| `{o}` | {kinds[o]} | {cells} | {md(', '.join(sorted(seen.get(o, ()))[:3]))} |")
     w("")
 
     # per op ------------------------------------------------------------------------------------

@@ -27,10 +27,11 @@ DEFAULT_RESULTS = os.path.join(ROOT, "build", "opinfo", "results.jsonl")
 
 
 def all_op_names():
-    """op_db's names, without importing torch in the parent (a subprocess lists them)."""
+    """op_db's names (and core_extra's), without importing torch in the parent (a subprocess lists them)."""
     code = ("import warnings; warnings.filterwarnings('ignore');"
             "from torch.testing._internal.common_methods_invocations import op_db;"
-            "print('\\n'.join(o.name + ('.' + o.variant_test_name if o.variant_test_name else '') for o in op_db))")
+            "from tests.opinfo.core_extra import OPS;"
+            "print('\\n'.join(o.name + ('.' + o.variant_test_name if o.variant_test_name else '') for o in op_db + OPS))")
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=ROOT)
     return [ln for ln in out.stdout.splitlines() if ln.strip()]
