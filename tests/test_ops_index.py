@@ -404,3 +404,13 @@ def test_errors():
     same_error(lambda x: torch.tril(x), make(torch.float32, (3,)))
     same_error(lambda x, i, s: torch.scatter(x, 0, i, s), make(torch.float32, (2, 3)), idx(0, 1),
                make(torch.float32, (2, 3)))
+
+
+def test_nonzero_runs_natively():
+    import torch_tpu
+    x = torch.tensor([[0, 1.5, 0], [2, 0, 3]])
+    for t in (x, x.bool(), x.int(), torch.tensor(0.0), torch.zeros(0, 3), x.to(torch.complex64)):
+        assert torch.equal(torch.nonzero(t.to("tpu")).cpu(), torch.nonzero(t))
+    for size in (2, 5):
+        assert torch.equal(torch.nonzero_static(x.to("tpu"), size=size).cpu(), torch.nonzero_static(x, size=size))
+    assert not any(k.startswith(("cpu_fallback:nonzero", "host_ops:nonzero")) for k in torch_tpu.metrics.counters())

@@ -303,8 +303,8 @@ void check_read_write_shapes(const Mutated& m, const std::vector<at::Tensor>& re
 // run there (a host sync, like CUDA's) instead of failing.
 bool data_dependent(const std::string& name) {
   static const std::set<std::string> ops = {
-      "masked_select", "nonzero", "nonzero_static", "unique_dim", "_unique", "_unique2", "unique_consecutive",
-      "unique_dim_consecutive", "repeat_interleave.Tensor", "masked_select.out", "nonzero.out", "bincount",
+      "masked_select", "unique_dim", "_unique", "_unique2", "unique_consecutive",
+      "unique_dim_consecutive", "repeat_interleave.Tensor", "masked_select.out", "bincount",
       "histc", "_local_scalar_dense"};
   return ops.count(name) || ops.count(name.substr(0, name.find('.')));
 }

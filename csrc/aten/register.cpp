@@ -4,6 +4,9 @@
 #include <ATen/native/Resize.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/ne.h>
+#include <ATen/ops/nonzero_static.h>
+#include <ATen/ops/sum.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/unfold_native.h>
@@ -85,6 +88,16 @@ at::Tensor& set_empty(at::Tensor& self) {
 
 // torch.equal returns a bool: same sizes and eq(a, b).all() (promoting dtypes, NaN unequal), read on the host.
 bool equal(const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.sizes() && at::eq(a, b).all().item<bool>(); }
+// nonzero's result shape is its count of nonzeros: counted on the device and read back (the one host
+// sync, as on CUDA), then nonzero_static (lowered) of that size.
+at::Tensor nonzero_counted(const at::Tensor& self) {
+  return at::nonzero_static(self, at::ne(self, 0).sum().item<int64_t>(), -1);
+}
+at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  at::Tensor r = nonzero_counted(self);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
 
 }  // namespace
 
@@ -106,6 +119,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("equal", equal);
+  m.impl("nonzero", nonzero_counted);
+  m.impl("nonzero.out", nonzero_out);
   // Lowered foreach ops (and their in-place forms): their CompositeExplicitAutograd kernels (loops of
   // per-tensor ops) would win over the fallback, so they get the boxed kernel by name.
   for (const std::string& name : lower::names()) {

@@ -9,8 +9,6 @@ namespace {
 using hlo::Cmp;
 using hlo::Op;
 
-Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
-Value cmp(Builder& b, Value x, Cmp dir, Value y) { return b.compare(x, y, dir); }
 Value sel(Builder& b, Value p, Value t, Value f) { return b.select(p, t, f); }
 Value sigmoid_of(Builder& b, Value x) { return b.unary(Op::Logistic, x); }
 Value softplus_of(Builder& b, Value x) { return b.unary(Op::Log1p, b.unary(Op::Exp, x)); }

@@ -10,8 +10,6 @@ using hlo::Op;
 
 namespace {
 
-Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
-Value cmp(Builder& b, Value x, Cmp dir, Value y) { return b.compare(x, y, dir); }
 
 DType int_of_width(DType t) {
   switch (byte_size(t)) {

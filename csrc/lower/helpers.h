@@ -50,4 +50,12 @@ Value contract(Ctx& c, Value a, Value b, const hlo::DotDims& d);
 // The complex conjugate (a real tensor is its own).
 Value conj_of(Builder& b, Value x);
 
+// Shorthands of rules: a constant shaped and typed like `like`; a comparison written infix-like.
+inline Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
+inline Value cmp(Builder& b, Value x, hlo::Cmp dir, Value y) { return b.compare(x, y, dir); }
+
+// Reduction body over (value, index) pairs: the larger value, NaN first, then the lower index (max pooling,
+// argmax-like windows). pool.cpp
+Values argmax_pair_body(Builder& r, const Values& a);
+
 }  // namespace tpu::lower

@@ -6,6 +6,7 @@
 namespace tpu::lower {
 namespace {
 using hlo::Cmp;
+using hlo::Op;
 
 Dims with(Dims d, int64_t last) {
   d.push_back(last);
@@ -490,7 +491,38 @@ Values embedding_dense_backward(Ctx& c) {
   return {convert(c.b, scatter_dim(c.b, zeros(c.b, {ct, o.dims}), 0, idx, grad, Combine::Add), o.dtype)};
 }
 
+// nonzero_static(self, size, fill_value) -> (size, rank) s64: the coordinates of the first `size` nonzero
+// elements in row-major order (a stable sort puts them first), fill_value in rows past the last one.
+Values nonzero_static(Ctx& c) {
+  Builder& b = c.b;
+  Value x = c.v(0);
+  const Dims& shape = x.type.dims;
+  int64_t n = x.type.numel(), rank = x.type.rank(), size = c.out[0].dims[0];
+  TensorType flat{DType::S64, {n}};
+  Value zero = b.unary(Op::Not, b.reshape(convert(b, x, DType::Pred), {n}));  // sorts nonzeros first
+  Values sorted = b.sort({zero, b.iota(flat, 0)}, 0, true, [](Builder& r, const Values& a) {
+    return Values{r.and_(r.unary(Op::Not, a[0]), a[1])};  // false < true
+  });
+  Value found = b.unary(Op::Not, sorted[0]), at = sorted[1];
+  int64_t k = std::min(n, size);
+  found = b.slice(found, {0}, {k}), at = b.slice(at, {0}, {k});
+  Value fill = scalar_like(b, static_cast<double>(c.i(2, -1)), TensorType{DType::S64, {k}});
+  int64_t stride = 1;
+  std::vector<Value> cols(static_cast<size_t>(rank));
+  for (int64_t d = rank - 1; d >= 0; --d) {  // coordinate d = (flat / stride) % size_d
+    Value q = b.div(at, scalar_like(b, static_cast<double>(stride), at.type));
+    Value coord = b.binary(Op::Remainder, q, scalar_like(b, static_cast<double>(shape[d]), at.type));
+    cols[d] = b.reshape(b.select(found, coord, fill), {k, 1});
+    stride *= shape[d];
+  }
+  Value out = rank ? b.concatenate(cols, 1) : zeros(b, TensorType{DType::S64, {k, 0}});
+  if (size > k)
+    out = b.pad(out, scalar_like(b, static_cast<double>(c.i(2, -1)), hlo::scalar(DType::S64)), {0, 0}, {size - k, 0});
+  return {out};
+}
+
 Register r({
+    {"nonzero_static|nonzero_static.out", nonzero_static},
     {"gather|gather.out", gather},
     {"scatter.src|scatter.value|scatter.reduce|scatter.value_reduce|scatter.src_out|scatter.value_out|"
      "scatter.reduce_out|scatter.value_reduce_out",

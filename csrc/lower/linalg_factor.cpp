@@ -33,7 +33,6 @@ Values loop(Builder& b, int64_t n, Values init, const LoopFn& f) {
 }
 
 DType ct(Ctx&, DType t) { return is_complex(t) || t == DType::F64 ? t : DType::F32; }
-Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
 Value bc(Builder& b, Value x, const Dims& to) {  // x's dims are a prefix-aligned subset: (B,m) -> (B,m,n) etc.
   Dims d;
   for (int64_t i = 0; i < x.type.rank(); ++i) d.push_back(i);

@@ -13,7 +13,6 @@ namespace {
 using hlo::Cmp;
 using hlo::Op;
 
-Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
 Value iota(Builder& b, DType t, const Dims& dims, int64_t d) { return b.iota({t, dims}, d); }
 Value s64(Builder& b, Value x) { return convert(b, x, DType::S64); }
 Value as(Builder& b, Value x, DType t) { return convert(b, x, t); }

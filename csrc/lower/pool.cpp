@@ -62,15 +62,6 @@ Value axis_matrix(Builder& b, const std::vector<int64_t>& i0, const std::vector<
   return b.add(part(i0, w0), part(i1, w1));
 }
 
-// Window reduction bodies: (value, index) pairs keep the larger value, NaN first, then the lower index.
-Values argmax_body(Builder& r, const Values& a) {
-  Value av = a[0], ai = a[1], bv = a[2], bi = a[3];
-  Value a_nan = r.compare(av, av, Cmp::NE), b_nan = r.compare(bv, bv, Cmp::NE);
-  Value same = r.or_(r.compare(av, bv, Cmp::EQ), r.and_(a_nan, b_nan));
-  Value take_b = r.or_(r.or_(r.compare(bv, av, Cmp::GT), r.and_(b_nan, r.unary(Op::Not, a_nan))),
-                       r.and_(same, r.compare(bi, ai, Cmp::LT)));
-  return {r.select(take_b, bv, av), r.select(take_b, bi, ai)};
-}
 
 // Flat index h * W + w (over the trailing n dims) of every element of shape.
 Value plane_index(Builder& b, const Dims& shape, int64_t n) {
@@ -138,7 +129,7 @@ Values max_pool_n(Ctx& c, size_t n) {  // n spatial dims (also max_pool3d_with_i
   Value idx = plane_index(c.b, x.type.dims, n);
   Value lo = c.b.splat(hlo::scalar(x.type.dtype), lowest(x.type.dtype));
   Value big = c.b.splat(hlo::scalar(DType::S64), 1e18);
-  Values r = c.b.reduce_window({x, idx}, {lo, big}, w, argmax_body);
+  Values r = c.b.reduce_window({x, idx}, {lo, big}, w, argmax_pair_body);
   return {result(c, r[0], 0), result(c, r[1], 1)};
 }
 Values max_pool(Ctx& c) { return max_pool_n(c, 2); }
@@ -293,7 +284,7 @@ Values adaptive_max_pool(Ctx& c) {
     Value xe = bin_elements(c.b, x, d, bn), ie = bin_elements(c.b, idx, d, bn);
     Value lo = c.b.splat(hlo::scalar(x.type.dtype), lowest(x.type.dtype));
     Value big = c.b.splat(hlo::scalar(DType::S64), 1e18);
-    Values m = c.b.reduce({xe, ie}, {lo, big}, {d + 1}, argmax_body);
+    Values m = c.b.reduce({xe, ie}, {lo, big}, {d + 1}, argmax_pair_body);
     x = m[0];
     idx = m[1];
   }
@@ -432,4 +423,14 @@ Register r({
 });
 
 }  // namespace
+
+Values argmax_pair_body(Builder& r, const Values& a) {
+  Value av = a[0], ai = a[1], bv = a[2], bi = a[3];
+  Value a_nan = r.compare(av, av, Cmp::NE), b_nan = r.compare(bv, bv, Cmp::NE);
+  Value same = r.or_(r.compare(av, bv, Cmp::EQ), r.and_(a_nan, b_nan));
+  Value take_b = r.or_(r.or_(r.compare(bv, av, Cmp::GT), r.and_(b_nan, r.unary(Op::Not, a_nan))),
+                       r.and_(same, r.compare(bi, ai, Cmp::LT)));
+  return {r.select(take_b, bv, av), r.select(take_b, bi, ai)};
+}
+
 }  // namespace tpu::lower

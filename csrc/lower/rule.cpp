@@ -33,8 +33,9 @@ const Rule* find_for_call(std::string_view name) {
   std::string_view base = name.substr(0, dot);
   if (base.size() > 1 && base.back() == '_' && base[base.size() - 2] != '_') {
     std::string functional(base.substr(0, base.size() - 1));
-    if (dot != std::string_view::npos) functional += name.substr(dot);
-    return find(functional);
+    if (dot == std::string_view::npos) return find(functional);
+    if (const Rule* r = find(functional + std::string(name.substr(dot)))) return r;
+    return name.substr(dot) == ".Tensor" ? find(functional) : nullptr;  // floor_divide_.Tensor: floor_divide
   }
   return nullptr;
 }

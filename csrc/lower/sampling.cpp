@@ -188,15 +188,6 @@ Values avg_pool3d_backward(Ctx& c) {
   return {result(c, c.b.slice(s, Dims(r, 0), in))};
 }
 
-// (value, index) pairs: keep the larger value, NaN first, then the lower index.
-Values argmax_body(Builder& r, const Values& a) {
-  Value av = a[0], ai = a[1], bv = a[2], bi = a[3];
-  Value a_nan = r.compare(av, av, Cmp::NE), b_nan = r.compare(bv, bv, Cmp::NE);
-  Value same = r.or_(r.compare(av, bv, Cmp::EQ), r.and_(a_nan, b_nan));
-  Value take_b = r.or_(r.or_(r.compare(bv, av, Cmp::GT), r.and_(b_nan, r.unary(Op::Not, a_nan))),
-                       r.and_(same, r.compare(bi, ai, Cmp::LT)));
-  return {r.select(take_b, bv, av), r.select(take_b, bi, ai)};
-}
 // (max, flat plane index) of x (rows, m) gathered windows: x2 (rows, plane), idx (rows, out, k) -> (rows, out) each.
 Values window_max(Builder& b, Value x2, Value idx) {
   int64_t rows = idx.type.dims[0], o = idx.type.dims[1], k = idx.type.dims[2];
@@ -204,7 +195,7 @@ Values window_max(Builder& b, Value x2, Value idx) {
   Value v = b.reshape(gather_rows(b, x2, flat), {rows, o, k});
   DType t = x2.type.dtype;
   Values init{b.splat(hlo::scalar(t), lowest(t)), b.splat(hlo::scalar(DType::S64), 1e18)};
-  return b.reduce({v, idx}, init, {2}, argmax_body);
+  return b.reduce({v, idx}, init, {2}, argmax_pair_body);
 }
 Value vec_s64(Builder& b, const std::vector<int64_t>& v) {
   return b.constant({DType::S64, {static_cast<int64_t>(v.size())}}, v.data(), v.size() * 8);

@@ -9,8 +9,6 @@ namespace {
 using hlo::Cmp;
 using hlo::Op;
 
-Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
-Value cmp(Builder& b, Value x, Cmp dir, Value y) { return b.compare(x, y, dir); }
 // an integer constant of x's (32- or 64-bit) type, exact beyond double's 53 bits
 Value IK(Builder& b, const Value& x, int64_t v) {
   if (byte_size(x.type.dtype) == 8) return b.constant(x.type, &v, sizeof v);

@@ -15,7 +15,6 @@ namespace {
 
 constexpr double kPi = 3.14159265358979323846;
 
-Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
 Value lt(Builder& b, Value x, double v) { return b.compare(x, K(b, x, v), Cmp::LT); }
 Value eq(Builder& b, Value x, double v) { return b.compare(x, K(b, x, v), Cmp::EQ); }
 Value un(Builder& b, Op op, Value x) { return b.unary(op, x); }

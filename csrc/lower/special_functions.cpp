@@ -18,7 +18,6 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kEuler = 0.57721566490153286061;
 
-Value K(Builder& b, const Value& like, double v) { return scalar_like(b, v, like.type); }
 Value cmpk(Builder& b, Value x, Cmp dir, double v) { return b.compare(x, K(b, x, v), dir); }
 Value un(Builder& b, Op op, Value x) { return b.unary(op, x); }
 Value mulk(Builder& b, Value x, double v) { return b.mul(x, K(b, x, v)); }

@@ -15,10 +15,19 @@ BACKWARD_DTYPES = ["float32", "bfloat16"]
 COLUMNS = [("forward", d) for d in FORWARD_DTYPES] + [("backward", d) for d in BACKWARD_DTYPES] + \
     [("inplace", None), ("out", None), ("error", "-")]
 # Core ops without a derivative: their results are integer or bool (comparisons, bitwise, arg*, masks),
-# sizes, or fresh values (creation, random): "n/a" in the backward columns of the core table.
+# sizes, or fresh values (creation, random), or they write out= tensors: "n/a" in the backward columns of
+# the core table. A *_backward op is itself a derivative (its own, double backward, is not swept).
 NO_BACKWARD_PREFIXES = ("eq", "ne", "lt", "le", "gt", "ge", "bitwise_", "logical_", "isinf", "isnan", "argmax",
                         "argmin", "any", "all", "nonzero", "sym_", "empty", "scalar_tensor", "full", "rand",
-                        "arange", "_local_scalar_dense", "resize_", "copy", "embedding_dense_backward")
+                        "arange", "_local_scalar_dense", "resize_", "copy")
+# Core ops with no values to compare: metadata (sizes, strides) and random draws.
+NO_VALUES_PREFIXES = ("sym_", "empty_strided", "rand")
+
+
+def no_backward(op):
+    name, _, overload = op.partition(".")
+    return op.startswith(NO_BACKWARD_PREFIXES) or name.endswith("_backward") or name == "col2im" or \
+        overload.endswith("out")
 MARK = {"pass": "ok", "fail": "FAIL", "cpu-fallback": "fb", "not-supported-on-cpu": "-", "no-samples": "0",
         "crash": "CRASH", "timeout": "HANG"}
 RAN = ("pass", "fail", "cpu-fallback", "crash", "timeout")  # statuses that count in a pass rate
@@ -226,9 +235,12 @@ def render(results, meta):
     lowered = set(_aten.lowered_ops())
     fwd_ok, bwd_ok = collections.defaultdict(set), collections.defaultdict(set)
     seen, seen_fail = collections.defaultdict(set), set()
+    status = {(r["op"], r["variant"], r["dtype"]): r["status"] for r in results}
     for r in results:
         fw = set(r.get("aten_ops", ()))
         bw = set(r.get("aten_ops_bw", ()))
+        if r["op"].startswith("aten.") and r["op"][5:] in core:  # core_extra's OpInfo calls the op itself
+            fw.add(r["op"][5:])
         for o in fw | bw:
             seen[o].add(r["op"])
         if r["status"] == "pass" and not r.get("meta_only"):
@@ -240,20 +252,31 @@ def render(results, meta):
         elif r["status"] in ("fail", "crash", "timeout"):
             seen_fail |= fw | bw
     kinds = {o: kernel_kind(o, lowered) for o in core}
-    no_bw = {o for o in core if o.startswith(NO_BACKWARD_PREFIXES)}
-    verified = {}  # (op, variant, dtype) -> ok / FAIL / untested / n/a
+    no_bw = {o for o in core if no_backward(o)}
+
+    def cpu_lacks(o, variant, d):  # every OpInfo that dispatches o lacks d on CPU
+        return bool(seen[o]) and all(status.get((n, variant, d), "not-supported-on-cpu") == "not-supported-on-cpu"
+                                     for n in seen[o])
+    ints_ok = fwd_ok["int64"] | fwd_ok["int32"] | fwd_ok["bool"]
+    verified = {}  # (op, variant, dtype) -> ok / FAIL / untested / n/a / - (CPU lacks the dtype)
     for o in core:
         for d in BACKWARD_DTYPES:
-            verified[o, "forward", d] = "ok" if o in fwd_ok[d] else "FAIL" if o in seen_fail else "untested"
-            verified[o, "backward", d] = "n/a" if o in no_bw else \
-                "ok" if o in bwd_ok[d] else "FAIL" if o in seen_fail else "untested"
-    # integer/bool-only ops (bitwise) have no bfloat16 forward: their float32 column covers them
-    for o in core:
-        if o.startswith(("bitwise_", "sym_", "logical_not")) and verified[o, "forward", "float32"] == "ok":
-            verified[o, "forward", "bfloat16"] = "n/a"
+            for v, ok in (("forward", fwd_ok[d]), ("backward", bwd_ok[d])):
+                if v == "backward" and o in no_bw:
+                    verified[o, v, d] = "n/a"
+                elif v == "forward" and o.startswith(NO_VALUES_PREFIXES):
+                    verified[o, v, d] = "n/a"
+                elif o in ok:
+                    verified[o, v, d] = "ok"
+                elif o.startswith("bitwise_") and o in ints_ok:  # integer-only: its integer cases verify it
+                    verified[o, v, d] = "ok" if d == "float32" else "n/a"
+                elif cpu_lacks(o, v, d):
+                    verified[o, v, d] = "-"
+                else:
+                    verified[o, v, d] = "FAIL" if o in seen_fail else "untested"
     runs = {o for o in core if kinds[o] != "missing"}
-    fwd_all = {o for o in runs if all(verified[o, "forward", d] in ("ok", "n/a") for d in BACKWARD_DTYPES)}
-    bwd_all = {o for o in runs if all(verified[o, "backward", d] in ("ok", "n/a") for d in BACKWARD_DTYPES)}
+    fwd_all = {o for o in runs if all(verified[o, "forward", d] in ("ok", "n/a", "-") for d in BACKWARD_DTYPES)}
+    bwd_all = {o for o in runs if all(verified[o, "backward", d] in ("ok", "n/a", "-") for d in BACKWARD_DTYPES)}
     w("## Core ATen ops")
     w("")
     w(f"The core ATen opset: the {len(core)} `torch.ops.aten` overloads tagged `torch.Tag.core` in torch "
@@ -262,8 +285,10 @@ def render(results, meta):
       "PyTorch's decomposition into other ops (natively, no CPU fallback); `missing`: none of these. An op's "
       "forward is verified in a dtype when a passing case of that dtype dispatched it to tpu (value-compared, "
       "not metadata-only); its backward when a passing backward case of that dtype dispatched it in the forward "
-      "pass (its derivative was checked). `n/a`: no derivative (integer, bool or fresh results) or no float "
-      "inputs. The sweep records the aten ops each case dispatches with a TorchDispatchMode; "
+      "pass (its derivative was checked). `n/a`: no derivative (integer, bool or fresh results, out= "
+      "overloads, *_backward ops whose own derivative is double backward) or no values to compare (sizes, "
+      "random draws); `-`: CPU PyTorch has no kernel for the dtype in any OpInfo that dispatches the op "
+      "(counted as verified: there is nothing to compare against). The sweep records the aten ops each case dispatches with a TorchDispatchMode; "
       "`tests/opinfo/core_extra.py` adds OpInfos for core ops that op_db does not reach.")
     w("")
     kc = collections.Counter(kinds.values())
