@@ -1,5 +1,6 @@
 """torch_tpu.runtime on the XLA CPU plugin: transfers, execution, donation, errors, compile cache."""
 import glob
+import json
 import os
 import textwrap
 
@@ -203,3 +204,21 @@ def test_missing_plugin_messages(python, env, message):
             print(type(e).__name__, e)
     """), env=env)
     assert message in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_memory_cache_is_bounded_and_reloads_evicted_programs(python, tmp_path):
+    # every loaded executable holds JIT-code memory mappings (a per-process limit): the memory tier keeps
+    # at most TORCH_TPU_CACHE_MEMORY_ENTRIES; evicted programs come back from the disk tier
+    code = """
+import json, torch, torch_tpu
+x = torch.arange(6.0, device="tpu")
+outs = [(x + 1).cpu(), (x * 2).cpu(), (x - 3).cpu(), (x + 1).cpu()]
+c = torch_tpu.metrics.counters()
+print(json.dumps({"ok": [o.tolist() for o in outs], "evicted": c.get("cache.memory_evictions", 0),
+                  "disk_hits": c.get("cache.disk_hits", 0)}))
+"""
+    env = {"TORCH_TPU_CACHE_DIR": str(tmp_path), "TORCH_TPU_CACHE_MEMORY_ENTRIES": "2"}
+    out = json.loads(python(code, env=env).stdout.strip().splitlines()[-1])
+    x = [float(i) for i in range(6)]
+    assert out["ok"] == [[v + 1 for v in x], [v * 2 for v in x], [v - 3 for v in x], [v + 1 for v in x]]
+    assert out["evicted"] >= 2 and out["disk_hits"] >= 1  # x + 1 was evicted, then loaded from disk

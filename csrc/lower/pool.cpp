@@ -301,14 +301,15 @@ struct Taps {
   std::vector<int64_t> i0, i1;
   std::vector<double> w0, w1;
 };
-// PyTorch's compute_scales_value: 1 / scale when given, else in / out (float).
-float scale_of(Ctx& c, size_t at, int64_t in, int64_t out) {
-  if (c.has(at) && c.f(at) > 0) return static_cast<float>(1.0 / c.f(at));
-  return static_cast<float>(in) / static_cast<float>(out);
+// PyTorch's compute_scales_value: 1 / scale when given, else in / out (in T: float, double for float64).
+template <typename T>
+T scale_of(Ctx& c, size_t at, int64_t in, int64_t out) {
+  if (c.has(at) && c.f(at) > 0) return static_cast<T>(1.0 / c.f(at));
+  return static_cast<T>(in) / static_cast<T>(out);
 }
 Taps nearest_taps(Ctx& c, size_t at, int64_t in, int64_t out, bool exact) {
   Taps t;
-  float s = scale_of(c, at, in, out);
+  float s = scale_of<float>(c, at, in, out);
   for (int64_t o = 0; o < out; ++o) {
     int64_t i;
     if (exact) i = std::min(static_cast<int64_t>(std::floor((static_cast<float>(o) + 0.5f) * s)), in - 1);
@@ -322,17 +323,19 @@ Taps nearest_taps(Ctx& c, size_t at, int64_t in, int64_t out, bool exact) {
   }
   return t;
 }
+// Source positions and weights in T, PyTorch's accumulation type (double for float64 inputs).
+template <typename T>
 Taps linear_taps(Ctx& c, size_t at, int64_t in, int64_t out, bool align_corners) {
   Taps t;
-  float s = align_corners ? (out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.f)
-                          : scale_of(c, at, in, out);
+  T s = align_corners ? (out > 1 ? static_cast<T>(in - 1) / static_cast<T>(out - 1) : T(0))
+                      : scale_of<T>(c, at, in, out);
   for (int64_t o = 0; o < out; ++o) {
-    float src = align_corners ? s * static_cast<float>(o) : std::max(s * (static_cast<float>(o) + 0.5f) - 0.5f, 0.f);
+    T src = align_corners ? s * static_cast<T>(o) : std::max(s * (static_cast<T>(o) + T(0.5)) - T(0.5), T(0));
     int64_t i = std::min(static_cast<int64_t>(std::floor(src)), in - 1);
-    float l = std::min(std::max(src - static_cast<float>(i), 0.f), 1.f);
+    T l = std::min(std::max(src - static_cast<T>(i), T(0)), T(1));
     t.i0.push_back(i);
     t.i1.push_back(i + (i < in - 1 ? 1 : 0));
-    t.w0.push_back(1.0f - l);
+    t.w0.push_back(T(1) - l);
     t.w1.push_back(l);
   }
   return t;
@@ -341,7 +344,9 @@ Taps linear_taps(Ctx& c, size_t at, int64_t in, int64_t out, bool align_corners)
 enum class Mode { Nearest, NearestExact, Linear };
 // Taps of spatial dim i (of n) for a call whose scales start at argument `scales`.
 Taps taps(Ctx& c, Mode m, size_t scales, size_t i, int64_t in, int64_t out, bool align_corners) {
-  if (m == Mode::Linear) return linear_taps(c, scales + i, in, out, align_corners);
+  if (m == Mode::Linear)
+    return c.v(0).type.dtype == DType::F64 ? linear_taps<double>(c, scales + i, in, out, align_corners)
+                                           : linear_taps<float>(c, scales + i, in, out, align_corners);
   return nearest_taps(c, scales + i, in, out, m == Mode::NearestExact);
 }
 

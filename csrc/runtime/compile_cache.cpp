@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -28,7 +29,10 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 CompileCache::CompileCache(const pjrt::Client& client, std::string disk_dir, std::string fingerprint,
                            WarnFn warn)
     : client_(client), dir_(std::move(disk_dir)), fingerprint_(std::move(fingerprint)),
-      options_(pjrt::Client::default_compile_options()), warn_(std::move(warn)) {}
+      options_(pjrt::Client::default_compile_options()), warn_(std::move(warn)) {
+  const char* n = std::getenv("TORCH_TPU_CACHE_MEMORY_ENTRIES");
+  capacity_ = n && std::atoll(n) > 0 ? static_cast<size_t>(std::atoll(n)) : 4096;
+}
 
 std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
                                                   const std::function<Program()>& make_program,
@@ -37,7 +41,8 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = memory_.find(key); it != memory_.end()) {
       metrics::add("cache.memory_hits");
-      return it->second;
+      recent_.splice(recent_.begin(), recent_, it->second.at);
+      return it->second.compiled;
     }
   }
   // Unlocked: making a program may run other ops (a rejected call's error comes from CPU's kernel run
@@ -46,12 +51,21 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
   auto compiled = std::make_shared<const Compiled>(
       Compiled{load_or_compile(program.text, origin), main_parameters(program.text), std::move(program.results)});
   std::lock_guard<std::mutex> lock(mu_);
-  return memory_.emplace(key, compiled).first->second;
+  if (auto it = memory_.find(key); it != memory_.end()) return it->second.compiled;
+  recent_.push_front(key);
+  memory_.emplace(key, Entry{compiled, recent_.begin()});
+  while (memory_.size() > capacity_) {  // in-flight executions keep their executable alive
+    memory_.erase(recent_.back());
+    recent_.pop_back();
+    metrics::add("cache.memory_evictions");
+  }
+  return compiled;
 }
 
 void CompileCache::clear_memory() {
   std::lock_guard<std::mutex> lock(mu_);
   memory_.clear();
+  recent_.clear();
 }
 
 std::shared_ptr<pjrt::Executable> CompileCache::load_or_compile(const std::string& program,

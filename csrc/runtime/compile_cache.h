@@ -1,10 +1,13 @@
 // Program key -> loaded executable, in two tiers.
-// Memory: an exact-key map. Disk (TORCH_TPU_CACHE_DIR, off when empty): files named by a hash of
+// Memory: an exact-key map of at most TORCH_TPU_CACHE_MEMORY_ENTRIES (default 4096) executables, least
+// recently used evicted first: every loaded executable holds a few memory mappings of JIT code, and a
+// process has a limited number (vm.max_map_count, 65530 by default). Disk (TORCH_TPU_CACHE_DIR, off when empty): files named by a hash of
 // the program text, compile options, platform, xla_version and project version, each written
 // atomically (temp file + rename) and verified by checksum on load; a bad entry is recompiled
 // and overwritten with a warning. Every compile, hit and second is counted in metrics.
 #pragma once
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -51,7 +54,13 @@ class CompileCache {
   std::string dir_, fingerprint_, options_;
   WarnFn warn_;
   std::mutex mu_;
-  std::unordered_map<std::string, std::shared_ptr<const Compiled>> memory_;
+  size_t capacity_;
+  std::list<std::string> recent_;  // keys, most recently used first
+  struct Entry {
+    std::shared_ptr<const Compiled> compiled;
+    std::list<std::string>::iterator at;
+  };
+  std::unordered_map<std::string, Entry> memory_;
 };
 
 }  // namespace tpu
