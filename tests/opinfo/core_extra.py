@@ -64,6 +64,9 @@ OPS = [
     *[core(f"bitwise_{k}.Scalar", functools.partial(lambda k, x, s: getattr(aten, f"bitwise_{k}").Scalar(x, s), k),
            scalar_samples(6), dtypes=integral_types_and(), autograd=False)
       for k in ("and", "or", "xor")],
+    core("pow.Scalar", lambda x, base: aten.pow.Scalar(base, x), scalar_samples(1.7)),
+    core("atan2.out", lambda x, y: aten.atan2.out(x, y, out=torch.empty_like(x)), samples(((3, 4), (3, 4))),
+         autograd=False),
     core("any.dims", lambda x, d: aten.any.dims(x, d), samples(((4, 5), [0, 1]), ((2, 3, 4), [2])),
          dtypes=all_types_and(torch.bool, torch.bfloat16), autograd=False),
 ]
