@@ -106,6 +106,53 @@ def test_matmul_precision_is_part_of_the_key():
         torch.set_float32_matmul_precision(old)
 
 
+@pytest.mark.parametrize("fn", [
+    lambda d: torch.tensor([1, 2, 3], device=d) / 2,                      # integer true_divide
+    lambda d: torch.tensor([1, 2], dtype=torch.uint8, device=d) + 5.5,     # int tensor + Python float
+    lambda d: torch.arange(0.0, 3.0, device=d),                            # factories without dtype=
+    lambda d: torch.full((2,), 1.5, device=d),
+    lambda d: torch.tensor([3], device=d).true_divide(torch.tensor(2, device=d)),
+])
+def test_default_dtype_decides_result_types_of_cached_ops(fn):
+    old = torch.get_default_dtype()
+    try:
+        for dtype in (torch.float32, torch.float64, torch.float32):  # the op is cached after the first call
+            torch.set_default_dtype(dtype)
+            got, want = fn("tpu"), fn("cpu")
+            assert got.dtype == want.dtype == dtype
+            torch.testing.assert_close(got.cpu(), want)
+    finally:
+        torch.set_default_dtype(old)
+
+
+def test_autocast_between_calls_of_a_cached_op():
+    a, b = torch.randn(8, 8), torch.randn(8, 8)
+    ta, tb = a.to("tpu"), b.to("tpu")
+    assert (ta @ tb).dtype == torch.float32
+    with torch.autocast("tpu", dtype=torch.bfloat16):
+        inside = ta @ tb
+    after = ta @ tb
+    assert inside.dtype == torch.bfloat16 and after.dtype == torch.float32
+    torch.testing.assert_close(after.cpu(), a @ b, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(inside.cpu().float(), a @ b, rtol=2e-2, atol=5e-2)
+
+
+def test_deterministic_mode_between_calls():
+    x = torch.zeros(6, device="tpu")
+    idx = torch.tensor([0, 2, 2, 5], device="tpu")
+    src = torch.ones(4, device="tpu")
+    first = x.index_add(0, idx, src).cpu()
+    try:
+        torch.use_deterministic_algorithms(True)
+        # uninitialized memory reads as NaN (integers: their maximum), as on CPU and CUDA
+        assert torch.empty(3, device="tpu").cpu().isnan().all()
+        assert (torch.empty(2, dtype=torch.int32, device="tpu").cpu() == torch.iinfo(torch.int32).max).all()
+        assert torch.equal(x.index_add(0, idx, src).cpu(), first)
+    finally:
+        torch.use_deterministic_algorithms(False)
+    assert torch.equal(x.index_add(0, idx, src).cpu(), torch.tensor([1.0, 0, 2, 0, 0, 1]))
+
+
 @pytest.mark.parametrize("fn, exc", [
     (lambda d: torch.ones(2, 3, device=d) + torch.ones(4, 3, device=d), RuntimeError),
     (lambda d: torch.ones(2, 3, device=d) @ torch.ones(2, 3, device=d), RuntimeError),

@@ -66,8 +66,8 @@ struct Builder {
       in.scalar = {s.toComplexDouble().real(), s.toComplexDouble().imag()};
     }
     else if (s.isFloatingPoint()) { in.scalar_dtype = DType::F64; in.scalar = s.toDouble(); }
-    else if (s.isBoolean()) { in.scalar_dtype = DType::Pred; in.scalar = s.toBool() ? 1.0 : 0.0; }
-    else { in.scalar_dtype = DType::S64; in.scalar = static_cast<double>(s.toLong()); }
+    else if (s.isBoolean()) { in.scalar_dtype = DType::Pred; in.scalar_int = s.toBool(); }
+    else { in.scalar_dtype = DType::S64; in.scalar_int = s.toLong(); }
     call.inputs.push_back(in);
     return static_cast<int>(call.inputs.size() - 1);
   }
@@ -396,13 +396,14 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
         b.device = args[i].toDevice().has_index() ? args[i].toDevice().index() : 0;
   check_overlap(name, m);
   for (const at::Tensor& t : m.out) if (b.device < 0) b.device = t.device().index();
-  for (const at::Tensor& t : m.out) call.out_key += std::to_string(static_cast<int>(t.scalar_type())) + ',';
+  // The default dtype decides result types (integer true_divide, int tensor + Python float, factories).
+  call.context_key = std::to_string(static_cast<int>(c10::typeMetaToScalarType(c10::get_default_dtype()))) + '|';
+  for (const at::Tensor& t : m.out) call.context_key += std::to_string(static_cast<int>(t.scalar_type())) + ',';
   call.device = std::max(b.device, 0);
   if (rule->random) {
     auto [seed, counter] = next_random(generator, call.device);
-    b.add_scalar(c10::Scalar(static_cast<int64_t>(seed)));
-    b.add_scalar(c10::Scalar(static_cast<int64_t>(counter)));
-    call.inputs[call.inputs.size() - 2].scalar_dtype = DType::S64;
+    call.inputs.push_back(Input::integer(static_cast<int64_t>(seed)));
+    call.inputs.push_back(Input::integer(static_cast<int64_t>(counter)));
   }
   for (size_t k = 0; k < m.self.size(); ++k) {
     TORCH_CHECK(m.self[k].device().type() == c10::DeviceType::PrivateUse1, "tpu: aten::", name,

@@ -2,6 +2,7 @@
 // (the fallback); the few ops here are storage and view plumbing PyTorch needs from any backend.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/Resize.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/ne.h>
@@ -21,7 +22,6 @@
 #include "lower/rule.h"
 
 #include <set>
-#include "lower/rule.h"
 
 namespace tpu::aten {
 
@@ -39,12 +39,20 @@ void check_device(std::optional<c10::Device> device) {
   TORCH_CHECK(d >= 0 && d < device_count(), "tpu: invalid device tpu:", d, " (", device_count(), " devices)");
 }
 
+// As on CPU and CUDA: under torch.use_deterministic_algorithms(True), uninitialized memory reads as NaN
+// (integers: their maximum), so results never depend on what a buffer happened to hold.
+at::Tensor fill_if_deterministic(at::Tensor t) {
+  if (at::globalContext().deterministicAlgorithms() && at::globalContext().deterministicFillUninitializedMemory())
+    at::native::fill_empty_deterministic_(t);
+  return t;
+}
+
 at::Tensor empty(c10::IntArrayRef size, std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
                  std::optional<c10::Device> device, std::optional<bool>, std::optional<c10::MemoryFormat> format) {
   check_device(device);
   TORCH_CHECK(!layout || *layout == at::kStrided, "tpu: only strided tensors are supported");
   c10::DeviceGuard guard(device ? *device : c10::Device(c10::DeviceType::PrivateUse1, current_device()));
-  return at::detail::empty_generic(size, allocator(), kKeys, c10::dtype_or_default(dtype), format);
+  return fill_if_deterministic(at::detail::empty_generic(size, allocator(), kKeys, c10::dtype_or_default(dtype), format));
 }
 
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<at::ScalarType> dtype,
@@ -52,7 +60,7 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::op
   check_device(device);
   TORCH_CHECK(!layout || *layout == at::kStrided, "tpu: only strided tensors are supported");
   c10::DeviceGuard guard(device ? *device : c10::Device(c10::DeviceType::PrivateUse1, current_device()));
-  return at::detail::empty_strided_generic(size, stride, allocator(), kKeys, c10::dtype_or_default(dtype));
+  return fill_if_deterministic(at::detail::empty_strided_generic(size, stride, allocator(), kKeys, c10::dtype_or_default(dtype)));
 }
 
 const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size, std::optional<c10::MemoryFormat> format) {
@@ -99,7 +107,23 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   return out.copy_(r);
 }
 
+// nn.Module._apply keeps each Parameter object (so tied weights stay tied) only when the old and new
+// tensors may share a TensorImpl type; PyTorch's list of dense backends omits PrivateUse1, so
+// `.to("tpu")` would make a new Parameter per use. A strided tpu tensor is as dense as a CPU or CUDA one.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && !t.is_quantized() &&
+           (t.device().is_cpu() || t.device().is_cuda() || t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set()) || (dense(self) && dense(from));
+}
+
 }  // namespace
+
+// Runs before autograd's composite kernel whenever either tensor is on tpu.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", has_compatible_shallow_copy_type);
+}
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", empty);

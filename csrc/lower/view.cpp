@@ -29,10 +29,15 @@ bool View::covers(const TensorType& base) const {
 
 namespace {
 
+// The view's start: the runtime operand when there is one, else the constant v.offset.
+Value start_of(hlo::Builder& b, const View& v, const Value* offset) {
+  return offset ? *offset : b.splat(hlo::scalar(DType::S64), static_cast<double>(v.offset));
+}
+
 // The flat index of every element of the view, as an s64 tensor shaped `sizes`.
-Value flat_indices(hlo::Builder& b, const View& v) {
+Value flat_indices(hlo::Builder& b, const View& v, const Value* offset) {
   TensorType t{DType::S64, v.sizes};
-  Value idx = b.splat(t, static_cast<double>(v.offset));
+  Value idx = b.broadcast_in_dim(start_of(b, v, offset), v.sizes, {});
   for (size_t d = 0; d < v.sizes.size(); ++d)
     if (v.sizes[d] > 1 && v.strides[d] != 0)
       idx = b.add(idx, b.mul(b.iota(t, d), b.splat(t, static_cast<double>(v.strides[d]))));
@@ -93,7 +98,7 @@ Value as_view_dtype(hlo::Builder& b, Value base, DType dtype) {
 
 }  // namespace
 
-Value read_view(hlo::Builder& b, Value base, const View& v) {
+Value read_view(hlo::Builder& b, Value base, const View& v, const Value* offset) {
   base = as_view_dtype(b, base, v.dtype);
   if (v.numel() == 0) return b.splat({v.dtype, v.sizes}, 0);
   if (v.covers(base.type)) return b.reshape(base, v.sizes);
@@ -106,7 +111,7 @@ Value read_view(hlo::Builder& b, Value base, const View& v) {
   std::vector<size_t> order = dense_order(inner);
   if (!order.empty()) {
     int64_t span = inner.numel();
-    x = b.slice(base, {inner.offset}, {inner.offset + span});
+    x = offset ? b.dynamic_slice(base, {*offset}, {span}) : b.slice(base, {inner.offset}, {inner.offset + span});
     if (order[0] == SIZE_MAX) {
       x = b.reshape(x, inner.sizes);
     } else {
@@ -125,7 +130,7 @@ Value read_view(hlo::Builder& b, Value base, const View& v) {
     g.collapsed_slice_dims = {0};
     g.start_index_map = {0};
     g.index_vector_dim = static_cast<int64_t>(inner.sizes.size());
-    x = b.gather(base, flat_indices(b, inner), g, {1});
+    x = b.gather(base, flat_indices(b, inner, offset), g, {1});
   }
   if (inner.sizes == v.sizes) return x;
   Dims all(v.sizes.size());
@@ -133,7 +138,7 @@ Value read_view(hlo::Builder& b, Value base, const View& v) {
   return b.broadcast_in_dim(x, v.sizes, all);
 }
 
-Value write_view(hlo::Builder& b, Value base, Value update, const View& v) {
+Value write_view(hlo::Builder& b, Value base, Value update, const View& v, const Value* offset) {
   DType base_dtype = base.type.dtype;
   Value flat = as_view_dtype(b, base, v.dtype);
   if (v.numel() == 0) return base;
@@ -141,14 +146,13 @@ Value write_view(hlo::Builder& b, Value base, Value update, const View& v) {
   if (v.covers(flat.type)) {
     result = b.reshape(update, flat.type.dims);
   } else if (v.contiguous()) {
-    Value start = b.splat(hlo::scalar(DType::S64), static_cast<double>(v.offset));
-    result = b.dynamic_update_slice(flat, b.reshape(update, {v.numel()}), {start});
+    result = b.dynamic_update_slice(flat, b.reshape(update, {v.numel()}), {start_of(b, v, offset)});
   } else {
     hlo::ScatterDims s;
     s.inserted_window_dims = {0};
     s.scatter_dims_to_operand_dims = {0};
     s.index_vector_dim = static_cast<int64_t>(v.sizes.size());
-    result = b.scatter({flat}, flat_indices(b, v), {update}, s,
+    result = b.scatter({flat}, flat_indices(b, v, offset), {update}, s,
                        [](hlo::Builder&, const hlo::Values& a) { return hlo::Values{a[1]}; },
                        false, true)[0];
   }

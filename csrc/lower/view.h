@@ -15,9 +15,12 @@ struct View {
   bool covers(const hlo::TensorType& base) const;
 };
 
-// The view's elements, shaped `sizes`, read from the flat `base`.
-hlo::Value read_view(hlo::Builder& b, hlo::Value base, const View& v);
+// The view's elements, shaped `sizes`, read from the flat `base`. With `offset` (an s64 scalar) the
+// view starts there instead of at v.offset, so one program serves every position of the view
+// (x[i] in a loop, a KV-cache write at `pos`).
+hlo::Value read_view(hlo::Builder& b, hlo::Value base, const View& v, const hlo::Value* offset = nullptr);
 // `base` with the view's elements replaced by `update` (shaped `sizes`, of the view's dtype).
-hlo::Value write_view(hlo::Builder& b, hlo::Value base, hlo::Value update, const View& v);
+hlo::Value write_view(hlo::Builder& b, hlo::Value base, hlo::Value update, const View& v,
+                      const hlo::Value* offset = nullptr);
 
 }  // namespace tpu::lower

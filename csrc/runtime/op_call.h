@@ -40,9 +40,18 @@ struct Input {
   // A tensor: a view of a storage. The storage must outlive the launch.
   Storage* storage = nullptr;
   lower::View view;
-  // A scalar operand (when storage is null): its dtype (F64, S64, Pred or C128) and value.
+  // A scalar operand (when storage is null): its dtype (F64, S64, Pred or C128) and value. Integers
+  // and bools are kept exactly in `scalar_int` (int64 beyond 2^53, RNG seeds); floats in `scalar`.
   DType scalar_dtype = DType::F64;
   std::complex<double> scalar;
+  int64_t scalar_int = 0;
+
+  static Input integer(int64_t v) {
+    Input in;
+    in.scalar_dtype = DType::S64;
+    in.scalar_int = v;
+    return in;
+  }
 };
 
 // A result written into an existing view (in-place ops, out= arguments).
@@ -63,7 +72,8 @@ struct OpCall {
   int device = 0;
   hlo::Precision precision = hlo::Precision::Default;
   std::string origin;  // Python file:line of the user's call
-  std::string out_key;  // the dtypes of out= tensors (they can decide the result types): part of the cache key
+  // State outside the inputs that decides result types (out= dtypes, the default dtype): part of the cache key
+  std::string context_key;
 };
 
 // Result buffers (flat, one per result not covered by `writes`, in result order) after launching

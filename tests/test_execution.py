@@ -1,0 +1,103 @@
+"""The execution model: positions are runtime operands, in-place updates donate their buffer,
+integer scalars are exact. Compile counts come from torch_tpu.metrics."""
+import pytest
+import torch
+
+import torch_tpu
+
+
+def compiles():
+    return torch_tpu.metrics.counters().get("compiles", 0)
+
+
+def test_indexing_in_a_loop_compiles_once():
+    x = torch.randn(64, 128, device="tpu")
+    xc = x.cpu()
+    (x[0] * 2).sum().cpu()  # warm-up: the programs for one row
+    before = compiles()
+    for i in range(32):
+        y = (x[i] * 2).sum()
+        torch.testing.assert_close(y.cpu(), (xc[i] * 2).sum(), rtol=1e-5, atol=1e-4)
+    assert compiles() == before
+
+
+def test_kv_cache_writes_compile_once():
+    cache = torch.zeros(1, 8, 256, 64, device="tpu")
+    k = torch.randn(1, 8, 1, 64, device="tpu")
+    expected = torch.zeros(1, 8, 256, 64)
+    cache[:, :, 0:1] = k
+    expected[:, :, 0:1] = k.cpu()
+    before = compiles()
+    for pos in range(1, 32):
+        cache[:, :, pos:pos + 1] = k * pos
+        expected[:, :, pos:pos + 1] = k.cpu() * pos
+    assert compiles() - before <= 1  # k * pos: the multiply, once
+    assert torch.equal(cache.cpu(), expected)
+
+
+@pytest.mark.parametrize("view", [
+    lambda t, i: t[i],                 # contiguous row
+    lambda t, i: t[:, i],              # strided column
+    lambda t, i: t[i:i + 2, 1:5:2],    # strided box
+    lambda t, i: t.view(-1)[i:i + 7],  # flat window
+])
+def test_views_at_other_offsets_reuse_the_program_and_read_right(view):
+    t = torch.randn(12, 12)
+    d = t.to("tpu")
+    (view(d, 0) + 1).cpu()
+    before = compiles()
+    for i in range(1, 9):
+        torch.testing.assert_close((view(d, i) + 1).cpu(), view(t, i) + 1)
+        w = d.clone()
+        view(w, i).mul_(-1)  # a partial in-place write at that offset
+        e = t.clone()
+        view(e, i).mul_(-1)
+        torch.testing.assert_close(w.cpu(), e)
+    assert compiles() - before <= 3  # clone, and the in-place write (mul.out + copy_), each once
+
+
+def test_int64_scalars_are_exact_beyond_2_53():
+    big = 2**60 + 1
+    t = torch.tensor([1, -3], dtype=torch.int64, device="tpu")
+    assert (t + big).tolist() == [1 + big, -3 + big]
+    assert (t * (2**53 + 1)).tolist() == [2**53 + 1, -3 * (2**53 + 1)]
+    assert torch.full((2,), big, device="tpu").tolist() == [big, big]
+    assert (t.fill_(-(2**62) - 7)).tolist() == [-(2**62) - 7] * 2
+
+
+def test_in_place_updates_donate_the_old_buffer(python):
+    # A 256 MiB tensor updated in place (whole and in part) many times: the process's peak memory grows
+    # far less than another copy, because each update writes into the donated buffer.
+    proc = python("""
+import resource, torch, torch_tpu
+rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+x = torch.ones(64 * 1024 * 1024, device="tpu")
+small = torch.ones(128, device="tpu")
+x.add_(1); x[0:128] = small; x.mul_(2); torch.tpu.synchronize()
+base = rss()
+for i in range(6):
+    x.add_(1)
+    x[i * 128:(i + 1) * 128] = small
+    x.mul_(2)
+torch.tpu.synchronize()
+print(rss() - base, x[1000].item())
+""")
+    growth, value = proc.stdout.split()
+    v = 4.0
+    for _ in range(6):
+        v = (v + 1) * 2
+    assert float(value) == v
+    assert float(growth) < 128, f"peak memory grew by {growth} MiB: the 256 MiB buffer was copied"
+
+
+def test_donation_keeps_buffers_shared_with_other_storages():
+    # out= shares its result's buffer with the out tensor's storage: a later in-place update of one must
+    # not clobber the other.
+    a = torch.arange(6.0, device="tpu")
+    out = torch.empty(6, device="tpu")
+    torch.mul(a, 2, out=out)
+    view = out[:]
+    out.add_(1)
+    assert out.tolist() == [1.0, 3.0, 5.0, 7.0, 9.0, 11.0]
+    assert view.tolist() == out.tolist()
+    assert a.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
