@@ -306,6 +306,113 @@ def test_index_reduce(reduce, include_self):
           make(torch.bfloat16, (2, 3)), idx(1, 1), make(torch.bfloat16, (2, 2), 1))
 
 
+EMPTY = torch.tensor([], dtype=torch.int64)
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
+@pytest.mark.parametrize("reduce", ["prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_empty_index(reduce, include_self):
+    # nothing to reduce: self unchanged, as on CPU (PyTorch's Meta kernel of the out= form raised)
+    kw = dict(include_self=include_self)
+    x = make(torch.float32, (4, 3))
+    check(lambda x, i, s: x.clone().index_reduce_(0, i, s, reduce, **kw), x, EMPTY, torch.zeros(0, 3))
+    check(lambda x, i, s: x.clone().index_reduce_(1, i, s, reduce, **kw), x, EMPTY, torch.zeros(4, 0))
+    check(lambda x, i, s: torch.index_reduce(x, 0, i, s, reduce, **kw), x, EMPTY, torch.zeros(0, 3))
+    check(lambda x, i, s, o: torch.index_reduce(x, 0, i, s, reduce, out=o, **kw), x, EMPTY, torch.zeros(0, 3),
+          torch.empty(4, 3))
+    check(lambda x, i, s: x.clone().index_reduce_(0, i, s, reduce, **kw), make(torch.int64, (5,)),
+          EMPTY.int(), torch.zeros(0, dtype=torch.int64))
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
+def test_index_reduce_shape_errors():
+    same_error(lambda x, i, s: torch.index_reduce(x, 0, i, s, "amax"), torch.tensor(5.0), idx(0, 0),
+               torch.tensor([3.0, 9.0]))
+    same_error(lambda x, i, s: torch.index_reduce(x, 0, i, s, "amax"), make(torch.float32, (4, 3)), idx(0, 1),
+               make(torch.float32, (2, 2)))
+    same_error(lambda x, i, s: x.clone().index_reduce_(0, i, s, "amin"), make(torch.float32, (4, 3)), idx(0, 1),
+               make(torch.float32, (3, 3)), error=(RuntimeError, IndexError))
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce\\(\\) is in beta")
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_extreme_reductions_exclude_self_int(reduce, dtype):
+    # include_self=False: a position written starts from its first value, not from self (nor from a float identity)
+    big = [2**62 + 1, -(2**62) - 3, 2**63 - 1, -(2**63), 2**53 + 1] if dtype == torch.int64 else [100, 7, 120, 0, 3]
+    x = torch.tensor([[5, -5, 0, 9, 2], [big[0], big[1], big[2], big[3], big[4]], [1, 1, 1, 1, 1]]).to(dtype)
+    if dtype == torch.uint8:
+        x = x.abs()
+    i = idx(0, 0, 2, 4, 4, 4)
+    s = torch.tensor([[big[4], big[0], -1, 3, big[2], big[3]], [7, 8, 9, 10, 11, 12]])
+    s = (s.abs() % 200 if dtype == torch.uint8 else s).to(dtype)
+    for include_self in (False, True):
+        kw = dict(include_self=include_self)
+        check(lambda x, i, s: torch.scatter_reduce(x, 1, i.expand(2, 6), s, reduce, **kw), x[:2], i, s)
+        check(lambda x, i, s: x.clone().scatter_reduce_(0, i.view(1, 6)[:, :5].expand(2, 5) % 3, s[:, :5], reduce,
+                                                        **kw), x, i, s)
+        check(lambda x, i, s: torch.index_reduce(x, 1, i, s, reduce, **kw), x[:2], i, s)
+        check(lambda x, i, s: x.clone().index_reduce_(0, i[:2] % 3, s[:, :5], reduce, **kw), x, i, s)
+
+
+def test_index_empty_and_zero_size():
+    x = make(torch.float32, (4, 3))
+    z = torch.zeros(0, 3)
+    for e in (EMPTY, EMPTY.int(), torch.zeros(2, 0, dtype=torch.int64)):
+        check(lambda x, i: x[i], x, e, grad=True)
+        check(lambda x, i: x[:, i], x, e, grad=True)
+        check(lambda x, i: x[i], z, e)
+        check(lambda x, i: torch.ops.aten.index.Tensor(x, [None, i]), z, e)
+    check(lambda x, i: x[i, i], x, EMPTY)
+    check(lambda x, i, j: x[i, j], x, torch.zeros(0, 1, dtype=torch.int64), EMPTY)
+    check(lambda x, i, j: x[i, j], x, idx(0, 1).view(2, 1), EMPTY, grad=True)
+    check(lambda x, i: x[:, i], z, idx(1, 2))  # a zero-size result: nothing read
+    check(lambda x, i: x[i], torch.zeros(3, 0, 2), idx(0, 2))
+    check(lambda x, i: x[1:1][i], x, EMPTY)
+    check(lambda x: x[[]], x)
+    # every index into a dim of size 0 is out of bounds; too many indices for a 0-d tensor
+    same_error(lambda x, i: x[i], z, idx(0), error=IndexError)
+    same_error(lambda x, i: x[:, i], torch.zeros(3, 0), idx(0, 0), error=IndexError)
+    same_error(lambda x, i: torch.ops.aten.index.Tensor(x, [i]), torch.tensor(3.0), EMPTY, error=IndexError)
+
+
+def test_index_put_empty_and_zero_size():
+    x = make(torch.float32, (4, 3))
+    z = torch.zeros(0, 3)
+
+    def put(x, i, v, accumulate=False):  # None: a whole dim
+        return torch.ops.aten.index_put_(x.clone(), list(i), v, accumulate)
+
+    def setitem(x, i, v):
+        y = x.clone()
+        y[i] = v
+        return y
+
+    for acc in (False, True):
+        for e in (EMPTY, EMPTY.int(), torch.zeros(2, 0, dtype=torch.int64)):
+            check(lambda x, i, v: put(x, (i,), v, acc), x, e, torch.tensor(1.5))
+            check(lambda x, i, v: put(x, (i,), v, acc), x, e, make(torch.float32, (3,), 1))
+            check(lambda x, i, v: put(x, (i, i), v, acc), x, e, torch.tensor(1.5))
+            check(lambda x, i, v: put(x, (i,), v, acc), z, e, torch.tensor(1.5))
+        check(lambda x, i, v: put(x, (i,), v, acc), x, EMPTY, torch.zeros(0, 3), grad=True)
+        check(lambda x, i, v: put(x, (None, i), v, acc), x, EMPTY, torch.zeros(4, 0))
+        check(lambda x, i, v: put(x, (None, i), v, acc), z, idx(1), torch.tensor(2.0))
+        check(lambda x, i, v: put(x, (i,), v, acc), torch.zeros(3, 0, 2), idx(1), torch.zeros(0, 2))
+        same_error(lambda x, i, v: put(x, (i,), v, acc), z, idx(0), torch.tensor(1.0), error=IndexError)
+        same_error(lambda x, i, v: put(x, (i,), v, acc), torch.tensor(3.0), EMPTY, torch.tensor(1.0),
+                   error=IndexError)
+    check(lambda x, i: setitem(x, i, 1.0), x, EMPTY)
+    check(lambda x, i, v: setitem(x, i, v), x, EMPTY, torch.zeros(0, 3))
+    check(lambda x, i: setitem(x, (slice(None), i), 1.0), x, EMPTY)
+    check(lambda x, i: setitem(x, (Ellipsis, i), 2.0), torch.zeros(2, 3, 0), EMPTY)
+    # boolean masks selecting nothing, with nothing to write
+    check(lambda x, m, v: setitem(x, m, v), z, torch.zeros(0, dtype=torch.bool), torch.zeros(0, 3))
+    check(lambda x, m, v: setitem(x, m, v), x, torch.zeros(4, 3, dtype=torch.bool), torch.zeros(0))
+    check(lambda x, m, v: setitem(x, m, v), x, torch.zeros(4, dtype=torch.bool), torch.zeros(0, 3))
+    check(lambda x, m, v: put(x, (m,), v, True), x, torch.zeros(4, dtype=torch.bool), torch.zeros(0, 3))
+
+
 # ---------------------------------------------------------------- masks
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_masked_fill_dtypes(dtype):

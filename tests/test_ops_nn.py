@@ -327,6 +327,68 @@ def test_norm_errors():
     both_raise(RuntimeError, F.batch_norm, R(2, 3), R(4), R(4))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("shape,dim", [((5, 3, 4), 0), ((5, 3, 4), 2), ((6, 4), 0), ((6, 4), 1), ((7,), 0)])
+def test_weight_norm_interface(shape, dim, dtype):
+    gshape = [s if d == dim else 1 for d, s in enumerate(shape)]
+    v, g = R(*shape, dtype=dtype), R(*gshape, dtype=dtype)
+    # bfloat16: CPU's norms are float32 (as CUDA's); gradients through the fused backward for float types
+    check(lambda v, g: torch._weight_norm_interface(v, g, dim), v, g, grad=dtype != torch.bfloat16)
+    w, norms = torch._weight_norm_interface(v, g, dim)
+    gw = R(*shape, dtype=dtype)
+    check(lambda gw, v, g, n: torch.ops.aten._weight_norm_interface_backward(gw, v, g, n, dim), gw, v, g, norms)
+
+
+def test_weight_norm_interface_out():
+    v, g, gw = R(5, 3), R(5, 1), R(5, 3)
+
+    def fwd_bwd(v, g, gw):
+        w, n = torch.empty_like(v), torch.empty_like(g)
+        torch.ops.aten._weight_norm_interface.out(v, g, 0, out0=w, out1=n)
+        gv, gg = torch.empty_like(v), torch.empty_like(g)
+        torch.ops.aten._weight_norm_interface_backward.out(gw, v, g, n, 0, out0=gv, out1=gg)
+        return w, n, gv, gg
+
+    check(fwd_bwd, v, g, gw)
+
+
+def test_weight_norm_interface_errors():
+    # CPU's fused kernels take the first or the last dim only
+    both_raise(RuntimeError, lambda v, g: torch._weight_norm_interface(v, g, 1), R(3, 4, 5), R(1, 4, 1))
+
+
+def _weight_norm_grads(module, norm, x, **tol):
+    """`module` weight-normed by norm(m) on CPU and on tpu: outputs and every parameter's gradient agree."""
+    m = norm(copy.deepcopy(module))
+    mt = norm(copy.deepcopy(module).to("tpu"))
+    out, out_t = m(x), mt(x.to("tpu"))
+    assert_close(out_t, out, msg="forward", **tol)
+    w = torch.arange(out.numel()).reshape(out.shape) % 5 + 1.0
+    (out * w).sum().backward()
+    (out_t * w.to("tpu")).sum().backward()
+    params = dict(m.named_parameters())
+    assert any("original" in n or n.endswith("_g") for n in params), "no weight-norm parameters"
+    for name, pt in mt.named_parameters():
+        assert_close(pt.grad, params[name].grad, msg=name, **tol)
+
+
+WEIGHT_NORMS = {"parametrizations": torch.nn.utils.parametrizations.weight_norm, "legacy": torch.nn.utils.weight_norm}
+
+
+@pytest.mark.filterwarnings("ignore:.*weight_norm.* is deprecated")
+@pytest.mark.parametrize("api", WEIGHT_NORMS)
+def test_weight_norm_conv1d_wav2vec2(api):
+    # wav2vec2 / HuBERT's positional convolution: a grouped Conv1d, weight-normed over dim 2 (the kernel dim)
+    conv = torch.nn.Conv1d(8, 8, kernel_size=5, padding=2, groups=2)
+    _weight_norm_grads(conv, lambda m: WEIGHT_NORMS[api](m, name="weight", dim=2), R(2, 8, 11), **CONV_TOL)
+
+
+@pytest.mark.filterwarnings("ignore:.*weight_norm.* is deprecated")
+@pytest.mark.parametrize("api", WEIGHT_NORMS)
+def test_weight_norm_linear(api):
+    _weight_norm_grads(torch.nn.Linear(6, 4), WEIGHT_NORMS[api], R(3, 6))  # dim 0
+
+
 # ---------------------------------------------------------------------------------------------
 # Losses
 

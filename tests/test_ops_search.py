@@ -1,6 +1,7 @@
 """Searching, counting and number-building ops (csrc/lower/search.cpp) against CPU."""
 import pytest
 import torch
+from torch_tpu import metrics
 
 from tests.tpu_check import assert_close, both_raise, check
 
@@ -166,3 +167,82 @@ def test_arange_same_bounds_other_dtype():
     for dtype in [torch.float32, torch.int64, torch.int32]:
         factory(lambda d: torch.arange(0.0, -8.000001, -4.0, dtype=dtype, device=d))
         factory(lambda d: torch.arange(-0.9, 2.1, 2.0, dtype=dtype, device=d))
+
+
+# ---- histc: lowered on the device (static shape: bins); integer inputs as on CUDA
+
+def histc_as_float(x, **kw):
+    """CPU's histc of integer values cast to float, in x's dtype: the result CUDA gives for integer inputs."""
+    return torch.histc(x.float(), **kw).to(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
+def test_histc_float(dtype):
+    x = (torch.randn(200) * 3).to(dtype)
+    check(lambda x: torch.histc(x, bins=7, min=-2, max=2.5), x)
+    check(lambda x: torch.histc(x, bins=10), x)  # min == max == 0: the data's min and max, on the device
+    check(lambda x: torch.histc(x, bins=4, min=1, max=1), x)  # any min == max
+    # values on the bin edges (the top edge counts in the last bin) and outside the range
+    edges = torch.tensor([0.0, 0.25, 0.5, 0.75, 1.0, 1.0, -0.0, 1.5, -0.1, 0.1, 0.3, 0.7]).to(dtype)
+    check(lambda x: torch.histc(x, bins=4, min=0, max=1), edges)
+    check(lambda x: torch.histc(x, bins=3, min=0.1, max=0.7), edges)
+    check(lambda x: torch.histc(x, bins=5), torch.full((6,), 2.0, dtype=dtype))  # one value: widened by 1
+    check(lambda x: torch.histc(x, bins=3), torch.empty(0, dtype=dtype))
+    check(lambda x: torch.histc(x, bins=3, min=-1, max=1), torch.tensor([float("nan"), 0.5, float("inf")]).to(dtype))
+
+
+def test_histc_float_multidim_out_default_bins():
+    x = torch.randn(4, 5, 6)
+    check(torch.histc, x)  # 100 bins
+    check(lambda x, o: torch.histc(x, bins=6, min=-1, max=1, out=o), x, torch.empty(6))
+    check(lambda x: torch.histc(x, 1, -1, 1), x)
+
+
+def histc_int_check(x, **kw):
+    out = torch.histc(x.to("tpu"), **kw)
+    assert out.device.type == "tpu" and out.dtype == x.dtype
+    assert_close(out, histc_as_float(x, **kw), msg=f"histc {x.dtype} {kw}")
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+def test_histc_int(dtype):
+    x = torch.randint(0, 9, (300,)).to(dtype)
+    histc_int_check(x, bins=9, min=0, max=8)
+    histc_int_check(x, bins=4, min=2, max=6)  # values outside the range are not counted
+    histc_int_check(x, bins=5)  # the data's min and max
+    histc_int_check(x, bins=3, min=4, max=4)
+    histc_int_check(torch.full((5,), 3, dtype=dtype), bins=4)  # one value: [2, 4]
+    histc_int_check(torch.zeros(0, dtype=dtype), bins=3, min=0, max=2)
+    histc_int_check(x.reshape(10, 30), bins=9, min=0, max=8)
+    if dtype != torch.uint8:
+        histc_int_check(x - 4, bins=6, min=-3, max=3)
+        histc_int_check(x - 4, bins=6)
+
+
+def test_histc_moe_routing():
+    # transformers' MoE routing: tokens per expert, from the top-k expert ids of every token
+    num_experts = 8
+    expert_ids = torch.topk(torch.randn(64, num_experts), 2, dim=-1).indices
+    expected = histc_as_float(expert_ids.int(), bins=num_experts, min=0, max=num_experts - 1)
+    tokens_per_expert = torch.histc(expert_ids.to("tpu").int(), bins=num_experts, min=0, max=num_experts - 1)
+    assert tokens_per_expert.dtype == torch.int32
+    assert_close(tokens_per_expert, expected, msg="tokens per expert")
+    assert int(tokens_per_expert.sum()) == 128
+    check(lambda e: torch.histc(e.float(), bins=num_experts, min=0, max=num_experts - 1), expert_ids)
+
+
+def test_histc_runs_on_device():
+    x = torch.randint(0, 4, (50,), dtype=torch.int32).to("tpu")
+    before = metrics.counters()
+    torch.histc(x, bins=4, min=0, max=3)
+    torch.histc(x.float(), bins=4)
+    after = metrics.counters()
+    for key in ("host_syncs", "host_ops:histc", "cpu_fallback:histc"):
+        assert after.get(key, 0) == before.get(key, 0), key
+
+
+def test_histc_errors():
+    both_raise(RuntimeError, lambda x: torch.histc(x, bins=0), torch.randn(4))
+    both_raise(RuntimeError, lambda x: torch.histc(x, bins=3, min=2, max=1), torch.randn(4))
+    with pytest.raises(RuntimeError):  # as CUDA: bool is not a histc dtype
+        torch.histc(torch.ones(3, dtype=torch.bool, device="tpu"), bins=2, min=0, max=1)

@@ -1,5 +1,6 @@
 """Meta kernels PyTorch lacks for ops the tpu backend lowers: the glue takes result shapes and dtypes from
-Meta kernels. Checks only what decides the shapes; CPU's kernel decides the error a bad call raises."""
+Meta kernels. Checks only what decides the shapes; CPU's kernel decides the error a bad call raises. A few
+replace PyTorch's own where it rejects calls CPU accepts or shapes results unlike CPU (see each)."""
 import torch
 
 _lib = torch.library.Library("aten", "IMPL")
@@ -63,6 +64,44 @@ def _histogramdd_from_bin_tensors(self, bins, *, weight=None, density=False):
     torch._check(self.dim() >= 2 and len(bins) == self.shape[-1] and all(b.dim() == 1 and b.numel() > 0 for b in bins),
                  lambda: "torch.histogramdd(): bad bins")
     return _empty(self, *[b.numel() - 1 for b in bins])
+
+
+# index_reduce.out: PyTorch's (C++) Meta kernel selects slice 0 of source along dim to run TensorIterator's checks,
+# which raises for an empty index (source has no slice 0), a call CPU accepts and ignores. This one checks what
+# index_func_meta_impl checks, without that. The functional and in-place forms already have Python Meta kernels.
+def _index_reduce_out_meta(self, dim, index, source, reduce, *, include_self=True, out):
+    torch._check(reduce in ("prod", "mean", "amax", "amin"),
+                 lambda: f"index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got {reduce}.")
+    dim = torch._prims_common.canonicalize_dim(self.dim(), dim)
+    torch._check_index(index.dim() <= 1, lambda: "index_reduce_(): Index is supposed to be a vector")
+    torch._check(index.dtype in (torch.int64, torch.int32),
+                 lambda: f"index_reduce_(): Expected dtype int32/int64 for index but got: {index.dtype}")
+    torch._check(self.dtype == source.dtype, lambda: "index_reduce_(): self and source must have the same scalar type")
+    torch._check(dim == 0 or dim < source.dim(), lambda: "index_reduce_(): Indexing dim is out of bounds of source")
+    torch._check(index.numel() == (1 if source.dim() == 0 else source.shape[dim]),
+                 lambda: "index_reduce_(): Number of indices should be equal to source.size(dim)")
+    self_sizes, source_sizes = list(self.shape), list(source.shape)
+    if source.dim() != 0 and self.dim() != 0:
+        del self_sizes[dim], source_sizes[dim]
+    torch._check(self_sizes == source_sizes,
+                 lambda: "source tensor shape must match self tensor shape, excluding the specified dimension")
+    torch._check(out.dtype == self.dtype, lambda: f"Expected out tensor to have dtype {self.dtype}, but got {out.dtype}")
+    return out.resize_(self.shape)
+
+
+_lib.impl("index_reduce.out", _index_reduce_out_meta, "Meta")
+
+
+# _weight_norm_interface: PyTorch's Meta kernel (its decomposition) shapes the norms keepdim-like, reducing every dim
+# but `dim`, which for a 1-D v reduces everything to [1]; CPU's (and CUDA's) norms are shaped and strided like g
+# (float32 for a bfloat16 g), one per slice of v along dim. Same result wherever g is shaped keepdim-like.
+def _weight_norm_interface_meta(v, g, dim=0):
+    norm_dtype = torch.float32 if g.dtype == torch.bfloat16 else g.dtype
+    return (torch.empty_like(v, memory_format=torch.contiguous_format),
+            torch.empty_strided(g.shape, g.stride(), dtype=norm_dtype, device=g.device))
+
+
+_lib.impl("_weight_norm_interface", _weight_norm_interface_meta, "Meta")
 
 
 # linalg (rules in csrc/lower/linalg_spectral.cpp)

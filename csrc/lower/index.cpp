@@ -227,6 +227,18 @@ Values index_reduce(Ctx& c) {
   Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
   const std::string& red = c.s(4);
   int64_t dim = wrap_dim(c.i(1), x.type.rank()), n = idx.type.numel(), len = x.type.dims[dim];
+  {  // CPU's shape checks (PyTorch's Meta kernel of the functional form has none)
+    Dims self_sizes = c.v(0).type.dims, source_sizes = c.v(3).type.dims;
+    if (source_sizes.empty() && n != 1) c.fail("index_reduce_(): Number of indices should be equal to source.size(dim)");
+    if (!self_sizes.empty() && !source_sizes.empty()) {
+      if (dim >= static_cast<int64_t>(source_sizes.size())) c.fail("index_reduce_(): Indexing dim is out of bounds");
+      if (source_sizes[dim] != n) c.fail("index_reduce_(): Number of indices should be equal to source.size(dim)");
+      self_sizes.erase(self_sizes.begin() + dim);
+      source_sizes.erase(source_sizes.begin() + dim);
+    }
+    if (self_sizes != source_sizes)
+      c.fail("source tensor shape must match self tensor shape, excluding the specified dimension");
+  }
   if (n == 0) return {c.b.reshape(x, c.out[0].dims)};
   DType t = x.type.dtype;
   Dims src_shape = x.type.dims;
@@ -339,6 +351,9 @@ struct Plan {
 Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
   Plan p;
   const auto& ids = c.arg(list).ints;
+  if (ids.size() > x_dims.size())  // PyTorch's check (index_put's meta kernel lacks it)
+    throw IndexError("too many indices for tensor of dimension " + std::to_string(x_dims.size()) + " (got " +
+                     std::to_string(ids.size()) + ")");
   Values all = c.vs(list), used;
   for (size_t k = 0; k < ids.size(); ++k)
     if (ids[k] >= 0) {
@@ -349,6 +364,10 @@ Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
     }
   if (used.empty()) return p;
   for (Value v : used) p.batch = broadcast_shape(p.batch, v.type.dims);
+  // no index is valid for a dim of size 0: unless there are no indices, CPU raises (AdvancedIndex's check)
+  bool no_indices = std::find(p.batch.begin(), p.batch.end(), 0) != p.batch.end();
+  for (int64_t d : p.dims)
+    if (x_dims[d] == 0 && !no_indices) throw IndexError("index is out of bounds for dimension with size 0");
   Values parts;
   for (size_t j = 0; j < used.size(); ++j) {
     Value v = broadcast_to(c.b, convert(c.b, used[j], DType::S64), p.batch);
@@ -386,6 +405,7 @@ Values index(Ctx& c) { return {gather_indexed(c, c.v(0), 1)}; }
 // _unsafe_masked_index(self, mask, indices, fill): x[indices] where mask, else fill
 Values masked_index(Ctx& c) {
   const TensorType& o = c.out[0];
+  if (c.v(0).type.numel() == 0) return {operand(c, 3, o.dtype, o.dims)};  // as CPU: nothing to read, all fill
   Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), o.dims);
   return {c.b.select(mask, gather_indexed(c, c.v(0), 2), operand(c, 3, o.dtype, o.dims))};
 }
@@ -400,6 +420,8 @@ Value mask_put(Builder& b, Value x, int64_t p, Value mask, Value values, bool ac
   for (int64_t d = 0; d < r; ++d) (d >= p && d < p + m ? mask_dims : other_dims).push_back(d);
   int64_t q = p - (p + 1 + static_cast<int64_t>(post.size()) - values.type.rank());  // values' row dim
   int64_t rows = q >= 0 && values.type.dims[q] != 1 ? values.type.dims[q] : 1;
+  // nothing to write: an empty x, or no rows of values (the mask then selects nothing, or CPU raises)
+  if (x.type.numel() == 0 || rows == 0 || values.type.numel() == 0) return x;
   DType ct = acc ? compute_type(x.type.dtype) : x.type.dtype;
   Dims vshape = pre;
   vshape.push_back(rows);
@@ -458,6 +480,7 @@ Values index_put(Ctx& c) { return {put_indexed(c, c.v(0), 1, c.v(2), c.flag(3))}
 // _unsafe_masked_index_put_accumulate(self, mask, indices, values): x[indices] += values where mask
 Values masked_index_put_accumulate(Ctx& c) {
   Value values = c.v(3);
+  if (c.v(0).type.numel() == 0) return {c.v(0)};  // as CPU
   Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), values.type.dims);
   return {put_indexed(c, c.v(0), 2, c.b.select(mask, values, zeros(c.b, values.type)), true)};
 }

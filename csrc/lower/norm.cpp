@@ -1,5 +1,5 @@
-// Normalizations: layer norm, group norm, batch norm (training, eval, running-statistics update) and
-// their backward ops. Statistics are computed in float32 for half types (two passes: mean, then the
+// Normalizations: layer norm, group norm, batch norm (training, eval, running-statistics update), weight norm
+// and their backward ops. Statistics are computed in float32 for half types (two passes: mean, then the
 // biased variance of the centered values).
 #include <algorithm>
 
@@ -215,6 +215,51 @@ Values batch_norm_backward(Ctx& c) {
               {mask[0] != 0, mask[1] != 0, mask[2] != 0});
 }
 
+// ---- weight norm: w = v * (g / ||v||), the norm over every dim but `dim` (CPU's fused kernels: the first or the
+// last dim), accumulated in float32 for half types; the norms come out shaped and typed as the meta kernel says
+// (float32 for a bfloat16 g).
+
+// argument `arg`, the dim, after CPU's check
+int64_t weight_norm_dim(Ctx& c, const Value& v, size_t arg) {
+  int64_t r = v.type.rank(), dim = c.i(arg, 0);
+  if (r == 0 || (dim != 0 && dim != r - 1)) c.fail("fused kernels can only be applied for first or last dim");
+  return dim;
+}
+// a [k] tensor (g, norms) broadcast along `dim` of shape
+Value along(Builder& b, Value x, int64_t dim, const Dims& shape) {
+  return b.broadcast_in_dim(b.reshape(x, {shape[dim]}), shape, {dim});
+}
+
+// _weight_norm_interface(v, g, dim) -> (w, norms)
+Values weight_norm(Ctx& c) {
+  Value v0 = c.v(0);
+  int64_t dim = weight_norm_dim(c, v0, 2);
+  DType t = compute_type(v0.type.dtype);
+  const Dims& shape = v0.type.dims;
+  Value v = convert(c.b, v0, t), g = c.b.reshape(convert(c.b, c.v(1), t), {shape[dim]});
+  Dims dims = all_but(dim, v.type.rank());
+  Value norm = c.b.unary(Op::Sqrt, sum(c.b, c.b.mul(v, v), dims));  // [k]
+  Value w = c.b.mul(v, along(c.b, c.b.div(g, norm), dim, shape));
+  return {result(c, w, 0), result(c, c.b.reshape(norm, c.out[1].dims), 1)};
+}
+
+// _weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim) -> (grad_v, grad_g), as CPU:
+// s = sum(grad_w * v), grad_g = s / norm, grad_v = (g / norm) * grad_w - (g / norm) * grad_g / norm * v
+Values weight_norm_backward(Ctx& c) {
+  Value v0 = c.v(1);
+  int64_t dim = weight_norm_dim(c, v0, 4);
+  DType t = compute_type(v0.type.dtype);
+  const Dims& shape = v0.type.dims;
+  int64_t k = shape[dim];
+  Value gw = convert(c.b, c.v(0), t), v = convert(c.b, v0, t);
+  Value g = c.b.reshape(convert(c.b, c.v(2), t), {k}), norm = c.b.reshape(convert(c.b, c.v(3), t), {k});
+  Value s = sum(c.b, c.b.mul(gw, v), all_but(dim, v.type.rank()));
+  Value grad_g = c.b.div(s, norm);
+  Value a = c.b.div(g, norm), bb = c.b.div(c.b.mul(a, grad_g), norm);
+  Value grad_v = c.b.sub(c.b.mul(along(c.b, a, dim, shape), gw), c.b.mul(along(c.b, bb, dim, shape), v));
+  return {result(c, grad_v, 0), result(c, c.b.reshape(grad_g, c.out[1].dims), 1)};
+}
+
 Register r({
     {"native_layer_norm|native_layer_norm.out", layer_norm},
     {"native_layer_norm_backward|native_layer_norm_backward.out", layer_norm_backward},
@@ -224,6 +269,8 @@ Register r({
     {"_native_batch_norm_legit.no_stats|_native_batch_norm_legit.no_stats_out", batch_norm_no_stats},
     {"_native_batch_norm_legit_no_training|_native_batch_norm_legit_no_training.out", batch_norm_eval},
     {"native_batch_norm_backward|native_batch_norm_backward.out|batch_norm_backward", batch_norm_backward},
+    {"_weight_norm_interface", weight_norm},  // .out: its composite (PyTorch's Meta kernel of .out is broken)
+    {"_weight_norm_interface_backward", weight_norm_backward},
 });
 
 }  // namespace

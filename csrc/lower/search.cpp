@@ -1,4 +1,4 @@
-// Searching and counting (bucketize, searchsorted, isin, histograms, hash_tensor) and number-building ops
+// Searching and counting (bucketize, searchsorted, isin, histograms, histc, hash_tensor) and number-building ops
 // (complex, polar, frexp, gcd, lcm).
 #include <cmath>
 
@@ -313,6 +313,76 @@ Value histogram_of(Ctx& c, Value x, const Values& edges, size_t weight_arg, bool
   return b.reshape(hist, o.dims);
 }
 
+// counts[k] = how many of the s64 bins `pos` [N] (valid where `ok`) equal k, for k < bins, accumulated in ct
+Value count_bins(Builder& b, Value pos, Value ok, int64_t bins, DType ct) {
+  int64_t n = pos.type.dims[0];
+  TensorType it{DType::S64, {n}};
+  Value idx = b.reshape(b.select(ok, pos, b.splat(it, double(bins))), {n, 1});  // the last cell: outside
+  hlo::ScatterDims sd;
+  sd.inserted_window_dims = {0};
+  sd.scatter_dims_to_operand_dims = {0};
+  sd.index_vector_dim = 1;
+  Value hist = b.scatter({zeros(b, {ct, {bins + 1}})}, idx, {b.splat({ct, {n}}, 1)}, sd, [](Builder& r, const Values& a) {
+    return Values{r.add(a[0], a[1])};
+  })[0];
+  return b.slice(hist, {0}, {bins});
+}
+
+// histc(self, bins, min, max): `bins` equal bins over [min, max], or over the data's [min, max] when min == max
+// (computed on the device), widened by 1 on each side while still equal; values outside (and NaN) are not counted.
+// Floats bin as CPU does: pos = int((v - lo) * bins / (hi - lo)) in self's dtype, lo and hi rounded to it, the top
+// edge going to the last bin. Integers (which CPU rejects) bin as CUDA does: min and max in self's dtype, the
+// position by int64 arithmetic, the counts in self's dtype. CPU's error for a non-finite range cannot be raised:
+// min and max are runtime operands, and the data's range is known only on the device.
+Values histc(Ctx& c) {
+  Builder& b = c.b;
+  const TensorType& o = c.out[0];
+  DType t = c.v(0).type.dtype;
+  if (t == DType::Pred || is_complex(t))  // as CUDA (CPU takes floats only)
+    c.fail("\"histc\" not implemented for '" + std::string(info(t).name) + "'");
+  int64_t bins = o.dims.empty() ? 1 : o.dims[0], n = c.v(0).type.numel();
+  if (n == 0 || bins == 0) return {zeros(b, o)};
+  Value x = b.reshape(c.v(0), {n});
+  bool fl = is_float(t);
+  DType st = fl ? DType::F64 : DType::S64;  // the range's type (CPU: double; CUDA: the accumulate type)
+  auto bound = [&](size_t i) { return fl ? convert(b, c.v(i), DType::F64) : convert(b, convert(b, c.v(i), t), st); };
+  Value lo = bound(2), hi = bound(3), xs = convert(b, x, st);
+  int64_t top = INT64_MAX, bottom = INT64_MIN;
+  Value lo_init = fl ? b.splat(hlo::scalar(st), INFINITY) : b.constant(hlo::scalar(st), &top, sizeof top);
+  Value hi_init = fl ? b.splat(hlo::scalar(st), -INFINITY) : b.constant(hlo::scalar(st), &bottom, sizeof bottom);
+  auto extreme = [&](Value init, Op op) {
+    return b.reduce({xs}, {init}, {0}, [op](Builder& r, const Values& a) { return Values{r.binary(op, a[0], a[1])}; })[0];
+  };
+  Value same = cmp(b, lo, Cmp::EQ, hi);
+  lo = b.select(same, extreme(lo_init, Op::Minimum), lo);
+  hi = b.select(same, extreme(hi_init, Op::Maximum), hi);
+  same = cmp(b, lo, Cmp::EQ, hi);
+  lo = b.select(same, b.sub(lo, K(b, lo, 1)), lo);
+  hi = b.select(same, b.add(hi, K(b, hi, 1)), hi);
+  TensorType it{DType::S64, {n}};
+  Value pos, ok;
+  if (fl) {
+    // CPU's edges are linspace(lo, hi) in self's dtype: double -> float -> half types, as c10 converts
+    DType ct = compute_type(t);
+    auto in_t = [&](Value v) { return convert(b, convert(b, v, t), ct); };  // rounded to t, computed in ct
+    Value l = in_t(convert(b, lo, ct == DType::F64 ? DType::F64 : DType::F32));
+    Value h = in_t(convert(b, hi, ct == DType::F64 ? DType::F64 : DType::F32));
+    Value v = convert(b, x, ct), lb = b.broadcast_in_dim(l, {n}, {}), hb = b.broadcast_in_dim(h, {n}, {});
+    ok = b.and_(cmp(b, v, Cmp::GE, lb), cmp(b, v, Cmp::LE, hb));
+    Value scaled = in_t(b.mul(in_t(b.sub(v, lb)), in_t(b.splat({ct, {n}}, double(bins)))));
+    Value q = in_t(b.div(scaled, b.broadcast_in_dim(in_t(b.sub(h, l)), {n}, {})));
+    pos = b.convert(b.select(ok, q, zeros(b, q.type)), DType::S64);
+  } else {
+    Value lb = b.broadcast_in_dim(lo, {n}, {}), hb = b.broadcast_in_dim(hi, {n}, {});
+    ok = b.and_(cmp(b, xs, Cmp::GE, lb), cmp(b, xs, Cmp::LE, hb));
+    Value width = b.max(b.sub(hb, lb), b.splat(it, 1));
+    pos = b.div(b.mul(b.sub(xs, lb), b.splat(it, double(bins))), width);
+  }
+  pos = b.clamp(b.splat(it, 0), pos, b.splat(it, double(bins - 1)));  // the top edge: the last bin
+  DType acc = fl ? compute_type(t) : DType::S64;
+  return {convert(b, b.reshape(count_bins(b, pos, ok, bins, acc), o.dims), o.dtype)};
+}
+
 Value rows(Ctx& c, int64_t d) {  // self as [N, d]
   Value x = c.v(0);
   return c.b.reshape(x, {d == 0 ? 0 : x.type.numel() / d, d});
@@ -359,6 +429,7 @@ Register r({
     {"bucketize.Tensor|bucketize.Tensor_out|bucketize.Scalar|bucketize.Scalar_out", bucketize},
     {"searchsorted.Tensor|searchsorted.Tensor_out|searchsorted.Scalar|searchsorted.Scalar_out", searchsorted},
     {"hash_tensor|hash_tensor.out", hash_tensor},
+    {"histc|histc.out", histc},
     {"histogram.bin_ct|histogram.bin_ct_out", histogram_bin_ct},
     {"histogram.bins_tensor|histogram.bins_tensor_out", histogram_bins},
     {"_histogramdd_bin_edges", histogramdd_bin_edges},
