@@ -24,12 +24,22 @@ demo: build
 	$(PYTHON) examples/runtime_demo.py
 	$(PYTHON) examples/tiny_llama.py --device tpu --steps 60 --report
 
+# The suite in Strict mode, then what must also hold in Fuse mode (DeferAndFuse) again in that mode.
+FUSE_TESTS := tests/opinfo/test_opinfo_slice.py tests/test_training.py tests/test_views.py tests/test_execution.py tests/test_modules.py
 test: build
 	$(PYTHON) -m pytest -q tests
+	TORCH_TPU_DEFER_AND_FUSE=1 $(PYTHON) -m pytest -q $(FUSE_TESTS)
 
-# The full OpInfo conformance sweep (tens of minutes): rewrites docs/op_coverage.md.
+# The full OpInfo conformance sweep (tens of minutes): rewrites docs/op_coverage.md. MODE=fuse runs it
+# in Fuse mode (DeferAndFuse) and adds that column to the report.
+MODE ?= strict
 opinfo: build
+ifeq ($(MODE),fuse)
+	TORCH_TPU_DEFER_AND_FUSE=1 $(PYTHON) -m tests.opinfo.run --full --results build/opinfo/results-fuse.jsonl --no-report
+	$(PYTHON) -m tests.opinfo.report
+else
 	$(PYTHON) -m tests.opinfo.run --full
+endif
 
 bench: build
 	$(PYTHON) bench/runtime.py

@@ -1,5 +1,6 @@
-"""Strict-eager overheads: median time per op on a cache hit (tpu vs CPU PyTorch, same run), and
-the tiny Llama training step on tpu and on CPU. Prints figures and ratios; asserts nothing."""
+"""Eager execution on tpu, Strict and Fuse, against CPU PyTorch and the raw PJRT floor, all measured in
+this one run: cached-op host time, per-op record cost, the tiny Llama training step and the two
+position loops (x[i], KV-cache writes). Prints figures and ratios; asserts nothing."""
 import os
 import statistics
 import sys
@@ -7,61 +8,129 @@ import time
 
 import torch
 
-import torch_tpu  # noqa: F401
+import torch_tpu
+from torch_tpu import _C, runtime
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import tiny_llama  # noqa: E402
 
+ADD = """module {
+  func.func public @main(%a: tensor<1024xf32>, %b: tensor<1024xf32>) -> tensor<1024xf32> {
+    %0 = stablehlo.add %a, %b : tensor<1024xf32>
+    return %0 : tensor<1024xf32>
+  }
+}"""
 
-def per_op_us(fn, x, y, reps=400):
-    """Median per-op time over batches of 20 dependent ops, including the final sync."""
-    for _ in range(3):
-        fn(x, y)
-    if x.device.type == "tpu":
+
+def counters():
+    return torch_tpu.metrics.counters()
+
+
+def sync(x):
+    if isinstance(x, torch.Tensor) and x.device.type == "tpu":
         torch.tpu.synchronize()
+    elif hasattr(x, "block_until_ready"):
+        x.block_until_ready()
+
+
+def per_op_us(step, x, n=20, reps=40):
+    """Median time per op over chains of `n` dependent ops, including the final wait."""
+    for _ in range(3):
+        y = x
+        for _ in range(n):
+            y = step(y)
+        sync(y)
     times = []
-    for _ in range(reps // 20):
+    for _ in range(reps):
         t0 = time.perf_counter()
-        z = x
-        for _ in range(20):
-            z = fn(z, y)
-        if z.device.type == "tpu":
-            torch.tpu.synchronize()
-        times.append((time.perf_counter() - t0) / 20)
+        y = x
+        for _ in range(n):
+            y = step(y)
+        sync(y)
+        times.append((time.perf_counter() - t0) / n)
     return 1e6 * statistics.median(times)
 
 
-def ops():
+def cached_op():
     a = torch.rand(1024)
-    m = torch.rand(64, 64)
-    return [
-        ("add 1024", lambda x, y: x + y, a, a),
-        ("mul 1024", lambda x, y: x * y, a, a),
-        ("mm 64x64", lambda x, y: x @ y * 0.01, m, m),
-        ("sum 1024", lambda x, y: (x.sum() + y)[:1].expand(1024), a, a),
-    ]
+    t = a.to("tpu")
+    da = runtime.to_device(a.numpy())
+    floor = per_op_us(lambda y: _C.execute(ADD, [y, da], [], 0)[0], da)
+    cpu = per_op_us(lambda y: y + a, a)
+    with torch_tpu.execution_mode("strict"):
+        strict = per_op_us(lambda y: y + t, t)
+    with torch_tpu.execution_mode("fuse"):
+        fuse = per_op_us(lambda y: y + t, t)
+        y = t
+        torch_tpu.sync()
+        n = 500
+        t0 = time.perf_counter()
+        for _ in range(n):
+            y = y + t
+        record = 1e6 * (time.perf_counter() - t0) / n
+        sync(y)
+    print("cached `a + b` (1024 f32), host time per op:")
+    print(f"  raw PJRT execute (floor) {floor:7.1f} us")
+    print(f"  CPU PyTorch              {cpu:7.1f} us")
+    print(f"  tpu Strict               {strict:7.1f} us   {strict / floor:.2f}x the floor (goal <= 1.3x)")
+    print(f"  tpu Fuse, incl. run      {fuse:7.1f} us")
+    print(f"  tpu Fuse, record only    {record:7.1f} us   (goal <= 3 us)")
 
 
-def train_step_ms(device, steps=6):
-    torch.manual_seed(0)
-    t0 = time.perf_counter()
-    tiny_llama.train(device, 2, batch_size=8)  # warm-up (compiles on tpu)
-    warm = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    tiny_llama.train(device, steps, batch_size=8)
-    return 1e3 * (time.perf_counter() - t0) / steps, warm
+def train_step(device, mode, steps):
+    """Seconds per step (after 2 warm-up steps), programs launched and ops dispatched per step."""
+    with torch_tpu.execution_mode(mode):
+        torch.manual_seed(0)
+        model = tiny_llama.TinyLlama()
+        tiny_llama.train(device, 2, batch_size=8, model=model)
+        before = counters()
+        t0 = time.perf_counter()
+        tiny_llama.train(device, steps, batch_size=8, model=model)
+        seconds = (time.perf_counter() - t0) / steps
+        after = counters()
+    per_step = lambda k: (after.get(k, 0) - before.get(k, 0)) / steps  # noqa: E731
+    return seconds, per_step("executions"), per_step("ops_dispatched"), after.get("compiles", 0) - before.get("compiles", 0)
+
+
+def training(steps=4):
+    cpu, *_ = train_step("cpu", "strict", steps)
+    strict, s_exec, s_ops, s_comp = train_step("tpu", "strict", steps)
+    fuse, f_exec, f_ops, f_comp = train_step("tpu", "fuse", steps)
+    print("tiny Llama train step (4 layers, dim 256, batch 8x128, AdamW):")
+    print(f"  CPU eager   {1e3 * cpu:7.0f} ms")
+    print(f"  tpu Strict  {1e3 * strict:7.0f} ms  {strict / cpu:.2f}x CPU (goal <= 1.2x); "
+          f"{s_exec:.0f} programs/step for {s_ops:.0f} ops; {s_comp:.0f} compiles after warm-up")
+    print(f"  tpu Fuse    {1e3 * fuse:7.0f} ms  {strict / fuse:.2f}x faster than Strict (goal >= 1.5x); "
+          f"{f_exec:.0f} programs/step for {f_ops:.0f} ops; {f_comp:.0f} compiles after warm-up")
+
+
+def loops(n=32):
+    print(f"position loops ({n} iterations; compiles / wall time, first run incl. compiles):")
+    for mode in ("strict", "fuse"):
+        with torch_tpu.execution_mode(mode):
+            before = counters().get("compiles", 0)
+            t0 = time.perf_counter()
+            x = torch.randn(64, 128, device="tpu")
+            for i in range(n):
+                y = (x[i] * 2).sum()
+            y.item()
+            t1 = time.perf_counter()
+            mid = counters().get("compiles", 0)
+            cache = torch.zeros(1, 8, 256, 64, device="tpu")
+            k = torch.randn(1, 8, 1, 64, device="tpu")
+            for pos in range(n):
+                cache[:, :, pos:pos + 1] = k
+            cache.sum().item()
+            t2 = time.perf_counter()
+            end = counters().get("compiles", 0)
+        print(f"  {mode:<7} x[i]: {mid - before:.0f} compiles, {1e3 * (t1 - t0):6.1f} ms;  "
+              f"cache[:, :, pos] = k: {end - mid:.0f} compiles, {1e3 * (t2 - t1):6.1f} ms")
 
 
 def main():
-    print(f"{'op':<12}{'tpu us':>10}{'cpu us':>10}{'tpu/cpu':>10}")
-    for name, fn, x, y in ops():
-        t = per_op_us(fn, x.to("tpu"), y.to("tpu"))
-        c = per_op_us(fn, x, y)
-        print(f"{name:<12}{t:>10.1f}{c:>10.1f}{t / c:>10.1f}")
-    tpu_ms, tpu_warm = train_step_ms("tpu")
-    cpu_ms, _ = train_step_ms("cpu")
-    print(f"tiny Llama train step (batch 8x128): tpu {tpu_ms:.0f} ms, cpu {cpu_ms:.0f} ms, "
-          f"tpu/cpu {tpu_ms / cpu_ms:.2f} (tpu first 2 steps incl. compiles: {tpu_warm:.1f} s)")
+    cached_op()
+    loops()
+    training()
 
 
 if __name__ == "__main__":

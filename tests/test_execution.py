@@ -71,10 +71,12 @@ def test_in_place_updates_donate_the_old_buffer(python):
     proc = python("""
 import resource, torch, torch_tpu
 rss = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-x = torch.ones(64 * 1024 * 1024, device="tpu")
 small = torch.ones(128, device="tpu")
-x.add_(1); x[0:128] = small; x.mul_(2); torch.tpu.synchronize()
+small.add_(1); small[0:2] = small[2:4]; small.mul_(1); small.cpu()  # the small programs, before the peak is read
+x = torch.ones(64 * 1024 * 1024, device="tpu")
+torch.tpu.synchronize()
 base = rss()
+x.add_(1); x[0:128] = small; x.mul_(2)
 for i in range(6):
     x.add_(1)
     x[i * 128:(i + 1) * 128] = small
@@ -83,7 +85,7 @@ torch.tpu.synchronize()
 print(rss() - base, x[1000].item())
 """)
     growth, value = proc.stdout.split()
-    v = 4.0
+    v = 4.0  # (1 + 1) * 2
     for _ in range(6):
         v = (v + 1) * 2
     assert float(value) == v
@@ -101,3 +103,62 @@ def test_donation_keeps_buffers_shared_with_other_storages():
     assert out.tolist() == [1.0, 3.0, 5.0, 7.0, 9.0, 11.0]
     assert view.tolist() == out.tolist()
     assert a.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+
+
+@pytest.mark.parametrize("mode", ["strict", "fuse"])
+def test_threads_sharing_tensors(mode):
+    # Python threads using tpu tensors, one storage updated by all of them: no crash, no lost update.
+    import threading
+    errors = []
+    with torch_tpu.execution_mode(mode):
+        shared = torch.zeros(256, device="tpu")
+
+        def work():
+            try:
+                x = torch.randn(256, device="tpu")
+                for i in range(100):
+                    x = (x * 0.5 + shared).sin()
+                    shared.add_(1)
+                    if i % 25 == 0:
+                        x.sum().item()
+                assert torch.isfinite(x.cpu()).all()
+            except Exception as e:  # reported below, with the thread's error
+                errors.append(e)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert torch.equal(shared.cpu(), torch.full((256,), 400.0))
+
+
+@pytest.mark.parametrize("mode", ["1", "0"])
+def test_exit_with_pending_work(python, mode):
+    proc = python("""
+import torch, torch_tpu
+x = torch.randn(1 << 20, device="tpu")
+for _ in range(20):
+    x = x.sin() * 2
+print("done")
+""", env={"TORCH_TPU_DEFER_AND_FUSE": mode})
+    assert proc.stdout.strip() == "done" and proc.returncode == 0
+
+
+@pytest.mark.parametrize("mode", ["strict", "fuse"])
+def test_scalar_value_checks_run_on_cache_hits(mode):
+    # the programs are cached by the valid calls; a bad scalar value must still raise CPU's error
+    with torch_tpu.execution_mode(mode):
+        for device in ("cpu", "tpu"):
+            x = torch.tensor([2, 3], device=device)
+            f = torch.randn(4, device=device)
+            assert x.pow(2).tolist() == [4, 9]
+            torch.nn.functional.softshrink(f, 0.5)
+            with pytest.raises(RuntimeError, match="negative integer powers"):
+                x.pow(-1)
+            with pytest.raises(RuntimeError, match=r"lambda must be in range \[0, .*\] for input dtype Float, but found -0.5"):
+                torch.nn.functional.softshrink(f, -0.5)
+            with pytest.raises(RuntimeError, match="from=.*to="):
+                f.uniform_(1.0, 0.0)
+            assert x.pow(3).tolist() == [8, 27]

@@ -222,3 +222,40 @@ print(json.dumps({"ok": [o.tolist() for o in outs], "evicted": c.get("cache.memo
     x = [float(i) for i in range(6)]
     assert out["ok"] == [[v + 1 for v in x], [v * 2 for v in x], [v - 3 for v in x], [v + 1 for v in x]]
     assert out["evicted"] >= 2 and out["disk_hits"] >= 1  # x + 1 was evicted, then loaded from disk
+
+
+def test_buffer_bytes_are_counted_per_device(python):
+    # every pjrt::Buffer adds its on-device bytes to its device's counters and takes them away when freed
+    proc = python(textwrap.dedent("""
+        import json
+        import numpy as np
+        from torch_tpu import _C, runtime
+        runtime.ensure_initialized()
+        before = [_C.device_memory(d)["allocated_bytes"] for d in range(3)]
+        a = runtime.to_device(np.zeros(1000, np.float32), device=2)
+        b = a.copy_to(1)
+        held = [_C.device_memory(d)["allocated_bytes"] for d in range(3)]
+        del a
+        after = [_C.device_memory(d)["allocated_bytes"] for d in range(3)]
+        m = _C.device_memory(2)
+        print(json.dumps({"before": before, "held": held, "after": after, "peak": m["peak_allocated_bytes"],
+                          "allocs": m["allocs"], "frees": m["frees"]}))
+    """), env={"TORCH_TPU_NUM_DEVICES": "3"})
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["before"] == [0, 0, 0]
+    assert out["held"] == [0, 4000, 4000] and out["after"] == [0, 4000, 0]
+    assert out["peak"] == 4000 and out["allocs"] == 1 and out["frees"] == 1
+
+
+def test_cache_entry_records_its_key(python, tmp_path):
+    # entries are `TPUEXE2\n | key size | payload size | sha256(key, payload) | key | payload`: the key
+    # text (program, options, platform, versions) is stored and compared on load
+    probe(python, {"TORCH_TPU_CACHE_DIR": str(tmp_path)})
+    (entry,) = glob.glob(str(tmp_path / "*.pjrt"))
+    data = open(entry, "rb").read()
+    assert data[:8] == b"TPUEXE2\n"
+    key_size = int.from_bytes(data[8:16], "little")
+    payload_size = int.from_bytes(data[16:24], "little")
+    assert len(data) == 56 + key_size + payload_size
+    key = data[56:56 + key_size]
+    assert b"stablehlo.dot_general" in key and b"tensor<5x6xf32>" in key

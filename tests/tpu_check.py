@@ -65,6 +65,22 @@ def check(fn, *args, grad=False, rtol=None, atol=None, **kwargs):
     return actual
 
 
+def check_vs_float64(fn, *args, ulps=4, **kwargs):
+    """For low-precision inputs: fn(*args) on tpu is within `ulps` units in the last place (of the
+    result dtype, relative to the largest result) of fn on the same values in float64 on the CPU. CPU
+    kernels round differently per CPU model (Intel vs AMD), so their last bits are no oracle."""
+    actual = fn(*to(args, "tpu"), **kwargs)
+    reference = fn(*[a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                     for a in to(args, "cpu")], **kwargs)
+    for a, r in zip(flat(actual), flat(reference)):
+        assert a.device.type == "tpu"
+        eps = torch.finfo(a.dtype).eps
+        bound = ulps * eps * (r.abs() + r.abs().max())
+        err = (a.cpu().double() - r).abs()
+        assert (err <= bound).all(), f"max error {err.max():.3g} > {ulps} ulps ({bound.max():.3g})"
+    return actual
+
+
 def both_raise(exc, fn, *args, **kwargs):
     """fn raises `exc` on CPU and on tpu."""
     with pytest.raises(exc):

@@ -15,7 +15,7 @@ def _register():
     _registered = True
     import torch
 
-    from torch_tpu import _aten, _meta, device_module, runtime  # noqa: F401 (_meta: Meta kernels PyTorch lacks)
+    from torch_tpu import _aten, _meta, context, device_module, runtime  # noqa: F401 (_meta: Meta kernels PyTorch lacks)
 
     torch.utils.rename_privateuse1_backend("tpu")
     torch._register_device_module("tpu", device_module)
@@ -23,6 +23,7 @@ def _register():
     _aten.set_runtime_initializer(runtime.ensure_initialized)
     torch.set_autocast_dtype("tpu", torch.bfloat16)
     device_module._apply_env()
+    context._apply_env()
 
 
 def _autoload():
@@ -37,7 +38,7 @@ def _autoload():
 
 
 try:
-    from torch_tpu.context import cpu_fallback  # noqa: F401
+    from torch_tpu.context import cpu_fallback, execution_mode, get_execution_mode, set_execution_mode, sync  # noqa: F401
     from torch_tpu import metrics  # noqa: F401
 except ImportError:  # extension not built: registration below warns
     pass

@@ -1,15 +1,26 @@
-"""torch.tpu: the device module, shaped like torch.cuda."""
+"""torch.tpu: the device module, shaped like torch.cuda.
+
+As with torch.cuda, the runtime starts lazily (first tpu tensor or query), RNG seeds set before that
+are queued and applied when it starts, and a child forked after it started cannot use tpu
+(`_is_in_bad_fork()`; use the 'spawn' start method).
+"""
+import collections
 import contextlib
-import os
 
 import torch
 
-from torch_tpu import _aten, _C, runtime
+from torch_tpu import _aten, _C, _plugin, runtime
 
 
 def _apply_env():
-    _aten.set_launch_blocking(os.environ.get("TORCH_TPU_LAUNCH_BLOCKING", "0") == "1")
-    _aten.set_cpu_fallback(os.environ.get("TORCH_TPU_CPU_FALLBACK", "0") == "1")
+    """Applies TORCH_TPU_LAUNCH_BLOCKING and TORCH_TPU_CPU_FALLBACK (at import). A bad value is left
+    for the runtime's start to report (a RuntimeError naming the variable): import never fails."""
+    for name, setter in (("TORCH_TPU_LAUNCH_BLOCKING", _aten.set_launch_blocking),
+                         ("TORCH_TPU_CPU_FALLBACK", _aten.set_cpu_fallback)):
+        try:
+            setter(_plugin.env_flag(name))
+        except _plugin.EnvironmentVariableError:
+            pass
 
 
 def is_available():
@@ -58,30 +69,73 @@ def synchronize(device=None):
 
 
 def _lazy_init():
+    if _C.in_bad_fork():
+        raise RuntimeError(runtime.FORK_ERROR)
     _aten.ensure_runtime()  # raises saying what to install when no plugin can start
 
 
-# --- RNG
+def _is_in_bad_fork():
+    """True in a child forked after tpu was initialised in its parent (tpu cannot be used there)."""
+    return _C.in_bad_fork()
+
+
+def is_initialized():
+    return _C.initialized() and not _C.in_bad_fork()
+
+
+# --- RNG: like torch.cuda, seeding before the runtime starts does not start it; the last seed of
+# each kind is applied when it starts.
+_queued_seeds = collections.OrderedDict()  # kind -> callable
+
+
+def _run_queued_seeds():
+    calls = list(_queued_seeds.values())
+    _queued_seeds.clear()
+    for call in calls:
+        call()
+
+
+runtime.on_start(_run_queued_seeds)
+
+
+def _lazy_seed(kind, call):
+    if is_initialized():
+        call()
+    else:
+        _queued_seeds.pop(kind, None)
+        _queued_seeds[kind] = call
+
+
 def default_generator(device=None):
     return _aten.default_generator(_index(device))
 
 
 def manual_seed(seed):
-    default_generator().manual_seed(int(seed))
+    seed, idx = int(seed), current_device()
+    _lazy_seed("one", lambda: default_generator(idx).manual_seed(seed))
 
 
 def manual_seed_all(seed):
-    for d in range(device_count()):
-        default_generator(d).manual_seed(int(seed))
+    seed = int(seed)
+
+    def call():
+        for d in range(device_count()):
+            default_generator(d).manual_seed(seed)
+
+    _lazy_seed("all", call)
 
 
 def seed():
-    default_generator().seed()
+    idx = current_device()
+    _lazy_seed("one", lambda: default_generator(idx).seed())
 
 
 def seed_all():
-    for d in range(device_count()):
-        default_generator(d).seed()
+    def call():
+        for d in range(device_count()):
+            default_generator(d).seed()
+
+    _lazy_seed("all", call)
 
 
 def initial_seed():
@@ -114,11 +168,10 @@ def get_device_name(device=None):
 class _Properties:
     def __init__(self, idx):
         d = runtime.devices()[idx]
-        stats = _C.memory_stats(idx)
         self.name = get_device_name(idx)
         self.platform = runtime.platform()
         self.kind = d["kind"]
-        self.total_memory = stats["bytes_limit"] if stats["bytes_limit"] > 0 else 0
+        self.total_memory = _C.device_memory(idx)["total_bytes"]
 
     def __repr__(self):
         return f"_TpuDeviceProperties(name='{self.name}', total_memory={self.total_memory // 2**20}MB)"
@@ -129,26 +182,112 @@ def get_device_properties(device=None):
     return _Properties(_index(device))
 
 
+def _memory(device):
+    _lazy_init()
+    return _C.device_memory(_index(device))
+
+
 def memory_allocated(device=None):
-    runtime.ensure_initialized()
-    return _C.memory_stats(_index(device))["bytes_in_use"]
+    """Bytes of the device buffers torch_tpu holds on `device` (live tensors, pooled scalars)."""
+    return _memory(device)["allocated_bytes"]
 
 
 def max_memory_allocated(device=None):
-    runtime.ensure_initialized()
-    s = _C.memory_stats(_index(device))
-    return max(s["peak_bytes_in_use"], s["bytes_in_use"])
+    """Peak of memory_allocated since the start or the last reset_peak_memory_stats()."""
+    return _memory(device)["peak_allocated_bytes"]
+
+
+def memory_reserved(device=None):
+    """memory_allocated, or the plugin allocator's pool where the plugin says (GPU, TPU)."""
+    return _memory(device)["reserved_bytes"]
+
+
+def max_memory_reserved(device=None):
+    return _memory(device)["peak_reserved_bytes"]
 
 
 def reset_peak_memory_stats(device=None):
-    pass  # PJRT keeps the peak itself and offers no reset
+    _lazy_init()
+    _C.reset_peak_memory(_index(device))
+
+
+def reset_max_memory_allocated(device=None):
+    reset_peak_memory_stats(device)
+
+
+def reset_accumulated_memory_stats(device=None):
+    _lazy_init()
+    _C.reset_accumulated_memory(_index(device))
 
 
 def mem_get_info(device=None):
-    runtime.ensure_initialized()
-    s = _C.memory_stats(_index(device))
-    total = s["bytes_limit"] if s["bytes_limit"] > 0 else 0
-    return (max(total - s["bytes_in_use"], 0), total)
+    """(free, total) bytes: the plugin's memory limit, or for the cpu platform the host's memory."""
+    m = _memory(device)
+    return (m["free_bytes"], m["total_bytes"])
+
+
+def memory_stats(device=None):
+    """torch.cuda.memory_stats-style counters ("allocated_bytes.all.current", ...) for `device`."""
+    m = _memory(device)
+    stats = {}
+
+    def put(name, current, peak, allocated, freed):
+        stats[f"{name}.all.current"] = current
+        stats[f"{name}.all.peak"] = max(peak, current)
+        stats[f"{name}.all.allocated"] = allocated
+        stats[f"{name}.all.freed"] = freed
+
+    count = (m["buffers"], m["peak_buffers"], m["allocs"], m["frees"])
+    nbytes = (m["allocated_bytes"], m["peak_allocated_bytes"], m["bytes_allocated_total"], m["bytes_freed_total"])
+    put("allocation", *count)
+    put("active", *count)
+    put("segment", *count)
+    put("allocated_bytes", *nbytes)
+    put("active_bytes", *nbytes)
+    put("requested_bytes", *nbytes)
+    put("reserved_bytes", m["reserved_bytes"], m["peak_reserved_bytes"], nbytes[2], nbytes[3])
+    stats["num_alloc_retries"] = 0
+    stats["num_ooms"] = 0
+    stats["free_bytes"] = m["free_bytes"]
+    stats["total_bytes"] = m["total_bytes"]
+    if m["plugin_reports"]:
+        stats["plugin.bytes_in_use"] = m["plugin_bytes_in_use"]
+        stats["plugin.bytes_limit"] = m["plugin_bytes_limit"]
+    return collections.OrderedDict(sorted(stats.items()))
+
+
+def memory_summary(device=None, abbreviated=False):
+    """A printable report of device memory and the compile cache."""
+    idx = _index(device)
+    m = _memory(idx)
+    cache = runtime.cache_info()
+
+    def size(n):
+        for unit in ("B", "KiB", "MiB", "GiB"):
+            if abs(n) < 1024 or unit == "GiB":
+                return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+            n /= 1024
+
+    rows = [
+        ("allocated (live buffers)", size(m["allocated_bytes"]), size(m["peak_allocated_bytes"])),
+        ("reserved", size(m["reserved_bytes"]), size(m["peak_reserved_bytes"])),
+        ("buffers", str(m["buffers"]), str(m["peak_buffers"])),
+    ]
+    width = 74
+    lines = ["=" * width, f" torch_tpu memory summary, device tpu:{idx} ({get_device_name(idx)})", "-" * width,
+             f" {'':<28}{'current':>20}{'peak':>20}"]
+    lines += [f" {name:<28}{cur:>20}{peak:>20}" for name, cur, peak in rows]
+    if not abbreviated:
+        lines += ["-" * width,
+                  f" {'allocations / frees':<28}{m['allocs']:>20}{m['frees']:>20}",
+                  f" {'free / total':<28}{size(m['free_bytes']):>20}{size(m['total_bytes']):>20}"]
+        if m["plugin_reports"]:
+            lines.append(f" {'plugin bytes in use':<28}{size(m['plugin_bytes_in_use']):>20}")
+    lines += ["-" * width,
+              f" executable cache: {cache['memory_entries']} in memory (capacity {cache['memory_capacity']}), "
+              f"disk: {cache['disk_dir'] or 'off'}",
+              "=" * width]
+    return "\n".join(lines) + "\n"
 
 
 def empty_cache():
@@ -161,14 +300,6 @@ def is_bf16_supported(including_emulation=True):
 
 def get_amp_supported_dtype():
     return [torch.bfloat16, torch.float16, torch.float32]
-
-
-def _is_in_bad_fork():
-    return False
-
-
-def is_initialized():
-    return _C.initialized()
 
 
 # --- streams and events: one ordered stream per device (PJRT orders work by data dependencies)

@@ -1,5 +1,11 @@
 """What the device did: ops dispatched, programs compiled (and by which op and Python line), cache
-hits, compile seconds, host syncs and CPU fallbacks. `report()` prints it; `counters()` returns it."""
+hits, compile seconds, host syncs and CPU fallbacks. `report()` prints it (with the device memory
+torch_tpu holds); `counters()` returns it.
+
+Compile cache counters: cache.memory_hits, cache.memory_evictions, cache.disk_hits,
+cache.disk_load_seconds, cache.disk_corrupt (bad checksum or unloadable), cache.disk_key_mismatch (an
+intact entry written for another program), cache.disk_unreadable (a read error, or a path that is
+not a regular file), cache.disk_old_format (an entry of an older format: recompiled)."""
 from torch_tpu import _C
 
 
@@ -9,6 +15,19 @@ def counters():
 
 def reset():
     _C.reset_metrics()
+
+
+def _memory_lines():
+    if not _C.initialized() or _C.in_bad_fork():
+        return []
+    lines = ["  device memory held (current / peak):"]
+    for d in range(len(_C.devices())):
+        m = _C.device_memory(d)
+        lines.append(f"    tpu:{d}  {m['allocated_bytes'] / 2**20:.1f} MiB / {m['peak_allocated_bytes'] / 2**20:.1f} MiB"
+                     f" in {m['buffers']} buffers")
+    info = _C.cache_info()
+    lines.append(f"  executables in memory: {info['memory_entries']} (capacity {info['memory_capacity']})")
+    return lines
 
 
 def report(file=None):
@@ -27,6 +46,7 @@ def report(file=None):
     if fallbacks:
         lines.append("  CPU fallbacks, by op:")
         lines += [f"    {int(v):>5}  aten::{op}" for op, v in fallbacks]
+    lines += _memory_lines()
     text = "\n".join(lines)
     print(text, file=file)
     return text

@@ -27,11 +27,39 @@ _NUMPY = {
 _NAME = {np.dtype(v): k for k, v in _NUMPY.items()}
 
 
+EnvironmentVariableError = _plugin.EnvironmentVariableError
+
+FORK_ERROR = ("Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, you must "
+              "use the 'spawn' start method")
+
+# Called once, right after the runtime starts (torch.tpu queues RNG seeds here, like torch.cuda).
+_start_callbacks = []
+
+
+def in_bad_fork():
+    """True in a child forked after the runtime started: tpu cannot be used there (use 'spawn')."""
+    return _C.in_bad_fork()
+
+
 def ensure_initialized():
+    if _C.in_bad_fork():
+        raise RuntimeError(FORK_ERROR)
     if not _C.initialized():
+        _plugin.check_environment()  # a bad TORCH_TPU_* value raises here, naming the variable
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # the plugin's start-up INFO lines
         platform, path = _plugin.discover()
         _C.init(path, platform, _plugin.client_options(platform), _plugin.cache_dir())
+        callbacks, _start_callbacks[:] = list(_start_callbacks), []
+        for callback in callbacks:
+            callback()
+
+
+def on_start(callback):
+    """Runs `callback()` once the runtime has started: now if it has, else right after it starts."""
+    if _C.initialized():
+        callback()
+    else:
+        _start_callbacks.append(callback)
 
 
 def platform():
@@ -91,6 +119,12 @@ def execute_buffers(program, buffers, donate=(), device=0):
     """Like execute, on device buffers (see to_device); returns device buffers."""
     ensure_initialized()
     return _C.execute(program, list(buffers), [i in donate for i in range(len(buffers))], device)
+
+
+def cache_info():
+    """The compile cache: executables held in memory, the memory tier's capacity, the disk directory."""
+    ensure_initialized()
+    return _C.cache_info()
 
 
 def metrics():

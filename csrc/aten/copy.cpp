@@ -12,7 +12,7 @@ namespace {
 
 bool dense(const at::Tensor& t) {
   Storage& st = storage_of(t);
-  return st.buffer && view_of(t).covers(st.type());
+  return st.written() && view_of(t).covers(st.type());
 }
 
 std::shared_ptr<pjrt::Buffer> upload(const at::Tensor& host, int device) {
@@ -24,9 +24,9 @@ std::shared_ptr<pjrt::Buffer> upload(const at::Tensor& host, int device) {
 }  // namespace
 
 std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
-  if (dense(t)) return storage_of(t).buffer;
+  if (dense(t)) return storage_of(t).ready();
   at::Tensor c = call("clone", "", {t, c10::IValue()})[0].toTensor();
-  return storage_of(c).buffer;
+  return storage_of(c).ready();
 }
 
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
@@ -39,12 +39,12 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
         at::Tensor host = src.to(dst.scalar_type()).contiguous();
         Storage& st = storage_of(dst);
         if (host.sizes() == dst.sizes() && Write{0, &st, view_of(dst)}.covers()) {
-          st.assign(upload(host, device), to_dtype(dst.scalar_type()), "host copy at " + python_origin());
+          st.assign({upload(host, device), nullptr}, to_dtype(dst.scalar_type()), "host copy at " + python_origin());
           return dst;
         }
-        source = wrap(upload(host, device), host.scalar_type(), host.sizes(), device, "host copy");
+        source = wrap({upload(host, device), nullptr}, host.scalar_type(), host.sizes(), device, "host copy");
       } else if (src.device() != dst.device()) {  // device -> device
-        source = wrap(std::make_shared<pjrt::Buffer>(dense_buffer(src)->copy_to_device(Runtime::get().device(device))),
+        source = wrap({std::make_shared<pjrt::Buffer>(dense_buffer(src)->copy_to_device(Runtime::get().device(device))), nullptr},
                       src.scalar_type(), src.sizes(), device, storage_of(src).origin);
       }
       call("copy_", "", {dst, source, false});
@@ -53,7 +53,7 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
     // device -> host: a dense buffer of src's dtype, then the host does strides and dtype
     std::shared_ptr<pjrt::Buffer> b = dense_buffer(src);
     at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
-    metrics::add("host_syncs");
+    metrics::count(metrics::HostSyncs);
     try {
       b->to_host(host.data_ptr(), host.nbytes());
     } catch (const pjrt::Error& e) {

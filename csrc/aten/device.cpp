@@ -2,6 +2,7 @@
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 
@@ -57,6 +58,7 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   bool isAvailable() const override { return device_count() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex d) const override {
+    device_count();  // start the runtime first: starting it may seed the generators (queued seeds)
     return default_generator(d < 0 ? current_device() : d);
   }
   at::Generator getNewGenerator(c10::DeviceIndex d) const override {
@@ -81,11 +83,66 @@ struct Hooks final : at::PrivateUse1HooksInterface {
 
 C10_REGISTER_GUARD_IMPL(PrivateUse1, GuardImpl);
 
+int device_arg(c10::DeviceIndex d) {
+  ensure_runtime();
+  int i = d < 0 ? current_device() : d;
+  TORCH_CHECK(i < device_count(), "tpu: invalid device index ", i, " (", device_count(), " devices)");
+  return i;
+}
+
+// torch.accelerator's memory API asks the device type's allocator, which must be a DeviceAllocator.
+// This one allocates through torch_tpu's allocator (aten/tensor.cpp) and reports the bytes of the
+// device buffers torch_tpu holds (counted by pjrt::Buffer per device) and the plugin's pool.
+struct MemoryReportingAllocator final : c10::DeviceAllocator {
+  c10::DataPtr allocate(size_t nbytes) override { return allocator()->allocate(nbytes); }
+  c10::DeleterFnPtr raw_deleter() const override { return allocator()->raw_deleter(); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    allocator()->copy_data(dest, src, count);
+  }
+  bool initialized() override { return Runtime::initialized(); }
+  void emptyCache(c10::MempoolId_t) override {}  // PJRT owns its pools; buffers die with their tensors
+  void recordStream(const c10::DataPtr&, c10::Stream) override {}  // one ordered stream per device
+  c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex d) override {
+    int i = device_arg(d);
+    DeviceMemory m = Runtime::get().memory(i);
+    c10::CachingDeviceAllocator::DeviceStats s;
+    auto all = static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE);
+    auto set = [&](c10::CachingAllocator::Stat& st, int64_t current, int64_t peak, int64_t allocated, int64_t freed) {
+      st.current = current;
+      st.peak = std::max(peak, current);
+      st.allocated = allocated;
+      st.freed = freed;
+    };
+    const pjrt::AllocationStats& b = m.buffers;
+    set(s.allocation[all], b.buffers, b.peak_buffers, b.allocs, b.frees);
+    set(s.active[all], b.buffers, b.peak_buffers, b.allocs, b.frees);
+    set(s.segment[all], b.buffers, b.peak_buffers, b.allocs, b.frees);
+    set(s.allocated_bytes[all], b.bytes, b.peak_bytes, b.bytes_allocated, b.bytes_freed);
+    set(s.active_bytes[all], b.bytes, b.peak_bytes, b.bytes_allocated, b.bytes_freed);
+    set(s.requested_bytes[all], b.bytes, b.peak_bytes, b.bytes_allocated, b.bytes_freed);
+    set(s.reserved_bytes[all], m.reserved, m.peak_reserved, b.bytes_allocated, b.bytes_freed);
+    return s;
+  }
+  void resetAccumulatedStats(c10::DeviceIndex d) override {
+    Runtime::get().client().reset_accumulated_allocation(device_arg(d));
+  }
+  void resetPeakStats(c10::DeviceIndex d) override { Runtime::get().client().reset_peak_allocation(device_arg(d)); }
+  std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex d) override {
+    DeviceMemory m = Runtime::get().memory(device_arg(d));
+    return {static_cast<size_t>(m.free), static_cast<size_t>(m.total)};
+  }
+};
+
+MemoryReportingAllocator memory_reporting_allocator;
+
 }  // namespace
 
 void set_runtime_initializer(std::function<void()> init) { initializer = std::move(init); }
 
 void ensure_runtime() {
+  // As torch.cuda: a child forked after the runtime started cannot use it (the plugin's threads are
+  // gone); the plugin is never called there.
+  TORCH_CHECK(!Runtime::in_bad_fork(), pjrt::Plugin::kForkMessage);
   if (Runtime::initialized()) return;
   std::call_once(init_once, [] {
     try {
@@ -99,6 +156,8 @@ void ensure_runtime() {
 }
 
 int device_count() {
+  // known without the plugin once started (also in a forked child, which cannot use the devices)
+  if (Runtime::initialized()) return static_cast<int>(Runtime::get().client().devices().size());
   try {
     ensure_runtime();
   } catch (const c10::Error&) {
@@ -122,10 +181,10 @@ static Hooks* hooks() {
 void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const {
   auto* st = static_cast<Storage*>(storage.data_ptr().get_context());
   TORCH_CHECK(st, "tpu: resize of a storage torch_tpu did not allocate");
-  if (st->buffer && static_cast<int64_t>(newsize) != st->nbytes) {
+  if (st->written() && static_cast<int64_t>(newsize) != st->nbytes) {
     // keep the old contents: copy through the host (resizing a written storage is rare)
     std::vector<char> host(std::max<int64_t>(st->nbytes, newsize), 0);
-    st->buffer->to_host(host.data(), static_cast<size_t>(st->nbytes));
+    st->ready()->to_host(host.data(), static_cast<size_t>(st->nbytes));
     int64_t item = byte_size(st->dtype);
     DType t = newsize % item == 0 ? st->dtype : DType::U8;
     Runtime& rt = Runtime::get();
@@ -139,6 +198,8 @@ void Hooks::resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) 
 
 static const bool hooks_registered = [] {
   at::RegisterPrivateUse1HooksInterface(hooks());
+  // above aten/tensor.cpp's REGISTER_ALLOCATOR (priority 0), whatever the static initialization order
+  c10::SetAllocator(c10::DeviceType::PrivateUse1, &memory_reporting_allocator, 1);
   return true;
 }();
 

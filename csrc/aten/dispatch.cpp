@@ -242,7 +242,8 @@ void stat_types_like_cpu(const std::string& name, c10::ArrayRef<c10::IValue> arg
 // index_put when other indices come with them (a lone mask is lowered as a select).
 void prepare_indices(const std::string& name, torch::jit::Stack* stack, size_t n) {
   bool index_read = name == "index.Tensor" || name == "index.Tensor_out";
-  if (!index_read && name != "index_put" && name != "_index_put_impl_" && name != "_index_put_impl") return;
+  if (!index_read && name != "index_put" && name != "index_put_" && name != "_index_put_impl_" && name != "_index_put_impl")
+    return;
   const at::Tensor& self = (*stack)[stack->size() - n].toTensor();
   c10::IValue& list = (*stack)[stack->size() - n + 1];
   std::vector<at::Tensor> ts;
@@ -305,7 +306,7 @@ bool data_dependent(const std::string& name) {
   static const std::set<std::string> ops = {
       "masked_select", "unique_dim", "_unique", "_unique2", "unique_consecutive",
       "unique_dim_consecutive", "repeat_interleave.Tensor", "masked_select.out", "bincount",
-      "histc", "_local_scalar_dense"};
+      "_local_scalar_dense"};
   return ops.count(name) || ops.count(name.substr(0, name.find('.')));
 }
 
@@ -313,7 +314,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const s
   static std::mutex mu;
   static std::set<std::string> warned;
   if (data_dependent(name)) {
-    metrics::add("host_syncs");
+    metrics::count(metrics::HostSyncs);
     metrics::add("host_ops:" + name);
     return at::native::cpu_fallback(op, stack);
   }
@@ -410,7 +411,8 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                 " writes a ", m.self[k].device(), " tensor");
     call.writes.push_back(Write{k, &storage_of(m.self[k]), view_of(m.self[k])});
   }
-  call.origin = python_origin();
+  call.locate = &python_origin;
+  if (launch_blocking()) call.where();
 
   // PyTorch's meta kernels give result shapes and dtypes, and raise PyTorch's own errors for bad
   // input. Needed only when the program is not cached: the key fixes both.
@@ -451,7 +453,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   Launched res;
   try {
-    res = launch(call, infer);
+    res = mode() == Mode::Fuse ? record(call, infer) : launch(call, infer);
   } catch (const pjrt::Error& e) {
     rethrow(e, "");
   } catch (const lower::IndexError& e) {
@@ -462,7 +464,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // Optional returns (a backward whose output_mask is off): the rule gives only the defined ones;
   // the meta kernel says which returns are None.
   std::vector<bool> none_at;
-  if (m.self.empty() && m.out.empty() && res.buffers.size() < schema.returns().size()) {
+  if (m.self.empty() && m.out.empty() && res.results.size() < schema.returns().size()) {
     for (const c10::IValue& v : run_meta(op, args)) none_at.push_back(v.isNone() || (v.isTensor() && !v.toTensor().defined()));
   }
 
@@ -472,16 +474,16 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return;
   }
   std::vector<at::Tensor> results;
-  for (size_t k = 0; k < res.buffers.size(); ++k)
-    results.push_back(wrap(res.buffers[k], to_scalar_type(res.types[k].dtype), res.types[k].dims, call.device,
-                           call.name + (call.origin.empty() ? "" : " at " + call.origin)));
+  for (size_t k = 0; k < res.results.size(); ++k)
+    results.push_back(wrap(res.results[k], to_scalar_type(res.types[k].dtype), res.types[k].dims, call.device,
+                           call.known_where()));
   if (!m.out.empty()) {  // out=: the functional results copied into the out tensors
     check_read_write_shapes(m, results);
     for (size_t k = 0; k < m.out.size(); ++k) {
       at::native::resize_output(m.out[k], results[k].sizes());
       Storage& st = storage_of(m.out[k]);
       if (m.out[k].scalar_type() == results[k].scalar_type() && Write{k, &st, view_of(m.out[k])}.covers())
-        st.assign(storage_of(results[k]).buffer, storage_of(results[k]).dtype, storage_of(results[k]).origin);
+        st.assign(storage_of(results[k]).contents(), storage_of(results[k]).dtype, storage_of(results[k]).origin);
       else
         m.out[k].copy_(results[k]);
     }

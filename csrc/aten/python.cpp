@@ -22,7 +22,10 @@ PYBIND11_MODULE(_aten, m) {
       try {
         (*holder)();
       } catch (py::error_already_set& e) {
-        throw std::runtime_error(e.what());
+        // "Type: message", without pybind11's traceback lines: this text ends up in every later error
+        std::string type = py::str(e.type().attr("__name__"));
+        std::string msg = py::str(e.value());
+        throw std::runtime_error(type + ": " + msg);
       }
     });
   });
@@ -32,6 +35,7 @@ PYBIND11_MODULE(_aten, m) {
   m.def("set_device", &aten::set_current_device);
   m.def("synchronize", [](int device) {
     py::gil_scoped_release r;
+    TORCH_CHECK(!Runtime::in_bad_fork(), pjrt::Plugin::kForkMessage);  // before any lock a dead thread may hold
     try {
       synchronize(device);
     } catch (const pjrt::Error& e) {
@@ -39,15 +43,40 @@ PYBIND11_MODULE(_aten, m) {
     }
   }, py::arg("device") = -1);
   m.def("default_generator", [](int device) {
+    {
+      // start the runtime outside the generator table's lock: starting it applies queued seeds
+      py::gil_scoped_release r;
+      aten::device_count();
+    }
     return py::reinterpret_steal<py::object>(THPGenerator_initDefaultGenerator(aten::default_generator(device)));
   });
   m.def("set_launch_blocking", &set_launch_blocking);
+  m.def("launch_blocking", &launch_blocking);
+  m.def("set_mode", [](const std::string& name) {
+    py::gil_scoped_release r;
+    try {
+      set_mode(name == "fuse" ? Mode::Fuse : name == "debug" ? Mode::Debug : Mode::Strict);
+    } catch (const pjrt::Error& e) {
+      aten::rethrow(e, "tpu: error in a recorded op");
+    }
+  });
+  m.def("mode", [] { return mode() == Mode::Fuse ? "fuse" : mode() == Mode::Debug ? "debug" : "strict"; });
+  m.def("flush", [] {
+    py::gil_scoped_release r;
+    try {
+      flush();
+    } catch (const pjrt::Error& e) {
+      aten::rethrow(e, "tpu: error in a recorded op");
+    }
+  });
+  m.def("in_bad_fork", &Runtime::in_bad_fork);
   m.def("set_cpu_fallback", &aten::set_cpu_fallback);
   m.def("cpu_fallback", &aten::cpu_fallback);
   m.def("lowered_ops", &lower::names);
   m.def("python_origin", &aten::python_origin);
   m.def("is_ready", [](const at::Tensor& t) {
     auto& st = aten::storage_of(t);
+    if (st.pending && !st.contents().buffer) return false;  // recorded, not launched yet
     return !st.buffer || st.buffer->ready_event().is_ready();
   });
   m.def("storage_origin", [](const at::Tensor& t) { return aten::storage_of(t).origin; });

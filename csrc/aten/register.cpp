@@ -166,14 +166,20 @@ TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromB
 static const bool lowered_ops_registered = [] {
   static const std::set<std::string> keep_composite = {"copy_", "_to_copy", "_to_copy.out"};
   auto* lib = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
-  for (const std::string& name : lower::names()) {
-    size_t dot = name.find('.');
-    c10::OperatorName op_name("aten::" + name.substr(0, dot), dot == std::string::npos ? "" : name.substr(dot + 1));
-    auto op = c10::Dispatcher::singleton().findOp(op_name);
-    if (!op || keep_composite.count(name) || op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
-        op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1))
-      continue;
-    lib->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&dispatch>());
+  // Their in-place forms too (add_.Tensor): otherwise PyTorch runs them as the out= overload into self,
+  // a fresh result copied back, instead of one program that updates (and donates) self's buffer.
+  for (const std::string& lowered : lower::names()) {
+    size_t dot = lowered.find('.');
+    std::string base = lowered.substr(0, dot), ov = dot == std::string::npos ? "" : lowered.substr(dot + 1);
+    for (const std::string& name : {base, base + "_"}) {
+      if (base.back() == '_' || (name != base && ov == "out")) continue;
+      auto op = c10::Dispatcher::singleton().findOp({"aten::" + name, ov});
+      std::string full = ov.empty() ? name : name + "." + ov;
+      if (!op || keep_composite.count(full) || op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd) ||
+          op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1))
+        continue;
+      lib->impl(full.c_str(), torch::CppFunction::makeFromBoxedFunction<&dispatch>());
+    }
   }
   return true;
 }();

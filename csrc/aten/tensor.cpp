@@ -76,13 +76,12 @@ Input input_of(const at::Tensor& t) {
   return in;
 }
 
-at::Tensor wrap(std::shared_ptr<pjrt::Buffer> buffer, at::ScalarType dtype, c10::IntArrayRef sizes, int device,
-                const std::string& origin) {
+at::Tensor wrap(Contents contents, at::ScalarType dtype, c10::IntArrayRef sizes, int device, const std::string& origin) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
   at::Tensor t = at::detail::empty_generic(sizes, &the_allocator,
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
                                            std::nullopt);
-  storage_of(t).assign(std::move(buffer), to_dtype(dtype), origin);
+  storage_of(t).assign(std::move(contents), to_dtype(dtype), origin);
   return t;
 }
 

@@ -16,9 +16,8 @@ Storage& storage_of(const at::Tensor& t);
 lower::View view_of(const at::Tensor& t);
 Input input_of(const at::Tensor& t);
 
-// A new tpu tensor (contiguous, `sizes`) whose storage holds `buffer` (flat, `dtype`).
-at::Tensor wrap(std::shared_ptr<pjrt::Buffer> buffer, at::ScalarType dtype, c10::IntArrayRef sizes, int device,
-                const std::string& origin);
+// A new tpu tensor (contiguous, `sizes`) whose storage holds `contents` (flat, `dtype`).
+at::Tensor wrap(Contents contents, at::ScalarType dtype, c10::IntArrayRef sizes, int device, const std::string& origin);
 
 // The tensor's elements as a dense buffer of its dtype (the storage's own buffer when it is
 // exactly that, else a program that reads the view).

@@ -1,5 +1,6 @@
 #include "pjrt/client.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace tpu::pjrt {
@@ -27,6 +28,12 @@ int64_t num_elements(const std::vector<int64_t>& dims) {
     n *= d;
   }
   return n;
+}
+
+void raise_to(std::atomic<int64_t>& peak, int64_t value) {
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (value > seen && !peak.compare_exchange_weak(seen, value, std::memory_order_relaxed)) {
+  }
 }
 
 void append_varint(std::string& out, uint64_t v) {
@@ -97,14 +104,56 @@ void Event::on_ready(std::function<void(const std::string&)> done) {
 
 // ---- ClientState / Buffer
 
+int ClientState::device_index(abi::Device* device) const {
+  for (size_t i = 0; i < devices.size(); ++i)
+    if (devices[i] == device) return static_cast<int>(i);
+  return -1;
+}
+
 ClientState::~ClientState() {
   abi::Client_Destroy_Args a{};
   a.client = client;
   try { plugin->call(Fn::Client_Destroy, a); } catch (const Error&) {}
 }
 
+Buffer::Buffer(ClientRef client, abi::Buffer* buffer) : client_(std::move(client)), buffer_(buffer) {
+  if (!buffer_ || !client_ || !client_->counters) return;
+  try {  // accounting never fails the buffer: an unknown device or size is just not counted
+    abi::Buffer_Device_Args d{};
+    d.buffer = buffer_;
+    client_->plugin->call(Fn::Buffer_Device, d);
+    device_index_ = client_->device_index(d.device);
+    if (device_index_ < 0) return;
+    abi::Buffer_OnDeviceSizeInBytes_Args n{};
+    n.buffer = buffer_;
+    client_->plugin->call(Fn::Buffer_OnDeviceSizeInBytes, n);
+    counted_ = static_cast<int64_t>(n.size);
+  } catch (const Error&) {
+    device_index_ = -1;
+    counted_ = 0;
+    return;
+  }
+  BufferCounters& c = client_->counters[device_index_];
+  raise_to(c.peak_bytes, c.bytes.fetch_add(counted_, std::memory_order_relaxed) + counted_);
+  raise_to(c.peak_buffers, c.buffers.fetch_add(1, std::memory_order_relaxed) + 1);
+  c.allocs.fetch_add(1, std::memory_order_relaxed);
+  c.bytes_allocated.fetch_add(counted_, std::memory_order_relaxed);
+}
+
+void Buffer::uncount() const {
+  if (device_index_ < 0 || !client_ || !client_->counters) return;
+  BufferCounters& c = client_->counters[device_index_];
+  c.bytes.fetch_sub(counted_, std::memory_order_relaxed);
+  c.buffers.fetch_sub(1, std::memory_order_relaxed);
+  c.frees.fetch_add(1, std::memory_order_relaxed);
+  c.bytes_freed.fetch_add(counted_, std::memory_order_relaxed);
+  device_index_ = -1;
+  counted_ = 0;
+}
+
 Buffer::~Buffer() {
   if (!buffer_) return;
+  uncount();
   abi::Buffer_Destroy_Args a{};
   a.buffer = buffer_;
   try { client_->plugin->call(Fn::Buffer_Destroy, a); } catch (const Error&) {}
@@ -245,6 +294,13 @@ std::vector<Buffer> Executable::execute(const std::vector<const Buffer*>& args, 
   a.device_complete_events = done ? &event : nullptr;
   a.execute_device = device;
   client_->plugin->call(Fn::LoadedExecutable_Execute, a);
+  for (size_t i = 0; i < args.size() && i < donated.size(); ++i) {
+    if (!donated[i] || args[i]->device_index() < 0) continue;
+    try {
+      if (args[i]->is_deleted()) args[i]->uncount();  // its memory now belongs to an output
+    } catch (const Error&) {
+    }
+  }
 
   std::vector<Buffer> result;
   result.reserve(outs.size());
@@ -276,12 +332,47 @@ Client::Client(const Plugin& plugin, const std::vector<Option>& options) {
   a.create_options = values.data();
   a.num_options = values.size();
   plugin.call(Fn::Client_Create, a);
-  state_.reset(new ClientState{&plugin, a.client});
+  state_.reset(new ClientState{&plugin, a.client, {}, nullptr});
 
   abi::Client_AddressableDevices_Args d{};
   d.client = a.client;
   plugin.call(Fn::Client_AddressableDevices, d);
   devices_.assign(d.devices, d.devices + d.num_devices);
+  state_->devices = devices_;
+  state_->counters.reset(new BufferCounters[devices_.size()]);
+}
+
+AllocationStats Client::allocation_stats(int index) const {
+  if (index < 0 || index >= static_cast<int>(devices_.size()))
+    throw Error(abi::ErrorCode::INVALID_ARGUMENT, "device index " + std::to_string(index) + " out of range (" +
+                                                      std::to_string(devices_.size()) + " devices)");
+  const BufferCounters& c = state_->counters[index];
+  AllocationStats s;
+  s.bytes = c.bytes.load();
+  s.peak_bytes = std::max(c.peak_bytes.load(), s.bytes);
+  s.buffers = c.buffers.load();
+  s.peak_buffers = std::max(c.peak_buffers.load(), s.buffers);
+  s.allocs = c.allocs.load();
+  s.frees = c.frees.load();
+  s.bytes_allocated = c.bytes_allocated.load();
+  s.bytes_freed = c.bytes_freed.load();
+  return s;
+}
+
+void Client::reset_peak_allocation(int index) {
+  allocation_stats(index);  // range check
+  BufferCounters& c = state_->counters[index];
+  c.peak_bytes.store(c.bytes.load());
+  c.peak_buffers.store(c.buffers.load());
+}
+
+void Client::reset_accumulated_allocation(int index) {
+  allocation_stats(index);
+  BufferCounters& c = state_->counters[index];
+  c.allocs.store(0);
+  c.frees.store(0);
+  c.bytes_allocated.store(0);
+  c.bytes_freed.store(0);
 }
 
 std::string Client::platform_name() const {
@@ -322,9 +413,14 @@ MemoryStats Client::memory_stats(abi::Device* device) const {
   } catch (const Error&) {
     return out;  // the CPU plugin does not track device memory
   }
+  out.reported = true;
   out.bytes_in_use = a.bytes_in_use;
   if (a.peak_bytes_in_use.is_set) out.peak_bytes_in_use = a.peak_bytes_in_use.value;
   if (a.bytes_limit.is_set) out.bytes_limit = a.bytes_limit.value;
+  if (a.bytes_reserved.is_set) out.bytes_reserved = a.bytes_reserved.value;
+  if (a.peak_bytes_reserved.is_set) out.peak_bytes_reserved = a.peak_bytes_reserved.value;
+  if (a.pool_bytes.is_set) out.pool_bytes = a.pool_bytes.value;
+  if (a.peak_pool_bytes.is_set) out.peak_pool_bytes = a.peak_pool_bytes.value;
   return out;
 }
 

@@ -2,6 +2,7 @@
 // Buffer and Executable holds a shared reference to its ClientState, so the PJRT client is
 // destroyed only after the last buffer and executable (orderly teardown).
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -12,9 +13,25 @@
 
 namespace tpu::pjrt {
 
+// Bytes of the device buffers this process holds, per addressable device: every Buffer adds its
+// on-device size when made and takes it away when destroyed (or donated), with atomics.
+struct BufferCounters {
+  std::atomic<int64_t> bytes{0}, peak_bytes{0}, buffers{0}, peak_buffers{0};
+  std::atomic<int64_t> allocs{0}, frees{0}, bytes_allocated{0}, bytes_freed{0};  // cumulative
+};
+
+// A snapshot of one device's BufferCounters.
+struct AllocationStats {
+  int64_t bytes = 0, peak_bytes = 0, buffers = 0, peak_buffers = 0;
+  int64_t allocs = 0, frees = 0, bytes_allocated = 0, bytes_freed = 0;
+};
+
 struct ClientState {
   const Plugin* plugin;
   abi::Client* client;
+  std::vector<abi::Device*> devices;              // addressable devices, in index order
+  std::unique_ptr<BufferCounters[]> counters;     // one per entry of `devices`
+  int device_index(abi::Device* device) const;    // -1 when not addressable
   ~ClientState();
 };
 using ClientRef = std::shared_ptr<ClientState>;
@@ -44,14 +61,22 @@ struct DeviceInfo {
   std::string kind, debug_string;
 };
 
+// What the plugin says about a device's memory (-1: not said; `reported` false: nothing said).
 struct MemoryStats {
   int64_t bytes_in_use = 0, peak_bytes_in_use = -1, bytes_limit = -1;
+  int64_t bytes_reserved = -1, peak_bytes_reserved = -1, pool_bytes = -1, peak_pool_bytes = -1;
+  bool reported = false;
 };
 
 class Buffer {
  public:
-  Buffer(ClientRef client, abi::Buffer* buffer) : client_(std::move(client)), buffer_(buffer) {}
-  Buffer(Buffer&& o) noexcept : client_(std::move(o.client_)), buffer_(o.buffer_) { o.buffer_ = nullptr; }
+  Buffer(ClientRef client, abi::Buffer* buffer);
+  Buffer(Buffer&& o) noexcept
+      : client_(std::move(o.client_)), buffer_(o.buffer_), device_index_(o.device_index_), counted_(o.counted_) {
+    o.buffer_ = nullptr;
+    o.device_index_ = -1;
+    o.counted_ = 0;
+  }
   Buffer& operator=(Buffer&&) = delete;
   ~Buffer();
 
@@ -66,10 +91,17 @@ class Buffer {
   void to_host(void* dst, size_t size) const { to_host_async(dst, size).await(); }
   Buffer copy_to_device(abi::Device* device) const;
   abi::Buffer* get() const { return buffer_; }
+  // Index of the device this buffer lives on (-1 if unknown) and the bytes it counts there.
+  int device_index() const { return device_index_; }
+  int64_t counted_bytes() const { return counted_; }
+  // Stops counting this buffer's bytes (its memory went to another buffer: donation).
+  void uncount() const;
 
  private:
   ClientRef client_;
   abi::Buffer* buffer_;
+  mutable int device_index_ = -1;
+  mutable int64_t counted_ = 0;
 };
 
 class Executable {
@@ -108,6 +140,10 @@ class Client {
   const std::vector<abi::Device*>& devices() const { return devices_; }
   DeviceInfo device_info(abi::Device* device) const;
   MemoryStats memory_stats(abi::Device* device) const;  // zeros where the plugin does not say
+  // Device buffers this process holds on devices()[index] (no plugin call).
+  AllocationStats allocation_stats(int index) const;
+  void reset_peak_allocation(int index);         // peak := current
+  void reset_accumulated_allocation(int index);  // cumulative counts := 0
 
   // Copies host data (row-major unless byte_strides given) to `device`; returns after the host
   // data may be reused.

@@ -1,7 +1,9 @@
 #include "pjrt/plugin.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -25,12 +27,34 @@ static const char* fn_name(abi::Fn fn) {
   return names[static_cast<int>(fn)];
 }
 
+namespace {
+std::atomic<bool> forked_child{false};
+
+void on_fork_child() { forked_child.store(true, std::memory_order_relaxed); }
+
+// Registered once, when the first plugin is about to start its threads.
+void watch_forks() {
+  static const bool registered = [] {
+    pthread_atfork(nullptr, nullptr, &on_fork_child);
+    return true;
+  }();
+  (void)registered;
+}
+}  // namespace
+
+const char* const Plugin::kForkMessage =
+    "Cannot re-initialize tpu in forked subprocess. To use tpu with multiprocessing, you must use "
+    "the 'spawn' start method";
+
+bool Plugin::in_forked_child() { return forked_child.load(std::memory_order_relaxed); }
+
 bool Plugin::has(abi::Fn fn) const {
   size_t end = abi::kFnTableOffset + (static_cast<size_t>(fn) + 1) * sizeof(void*);
   return end <= api_->struct_size && api_->fns[static_cast<int>(fn)] != nullptr;
 }
 
 void* Plugin::function(abi::Fn fn) const {
+  if (in_forked_child()) throw Error(abi::ErrorCode::FAILED_PRECONDITION, kForkMessage);
   if (!has(fn))
     throw Error(abi::ErrorCode::UNIMPLEMENTED,
                 "PJRT plugin " + path + " (API " + std::to_string(major) + "." +
@@ -70,6 +94,7 @@ const Plugin& Plugin::load(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = loaded.find(path); it != loaded.end()) return *it->second;
 
+  if (in_forked_child()) throw Error(abi::ErrorCode::FAILED_PRECONDITION, kForkMessage);
   void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib)
     throw Error(abi::ErrorCode::NOT_FOUND,
@@ -82,6 +107,14 @@ const Plugin& Plugin::load(const std::string& path) {
   auto p = std::make_unique<Plugin>();
   p->path = path;
   p->api_ = get_api();
+  if (!p->api_)
+    throw Error(abi::ErrorCode::FAILED_PRECONDITION,
+                "PJRT plugin " + path + " is broken: GetPjrtApi() returned NULL. Reinstall the plugin "
+                "package or point TORCH_TPU_PJRT_PLUGIN at a working plugin .so");
+  if (p->api_->struct_size < abi::kFnTableOffset)
+    throw Error(abi::ErrorCode::FAILED_PRECONDITION,
+                "PJRT plugin " + path + " is broken: its PJRT_Api table is " +
+                    std::to_string(p->api_->struct_size) + " bytes, shorter than its header");
   p->major = p->api_->version.major_version;
   p->minor = p->api_->version.minor_version;
   if (p->major != abi::kMajorVersion || p->minor < abi::kMinMinorVersion)
@@ -90,6 +123,7 @@ const Plugin& Plugin::load(const std::string& path) {
                     std::to_string(p->minor) + "; torch_tpu needs " +
                     std::to_string(abi::kMajorVersion) + ".x with x >= " +
                     std::to_string(abi::kMinMinorVersion));
+  watch_forks();  // from here on the plugin may run threads of its own
   abi::Plugin_Initialize_Args init{};
   p->call(abi::Fn::Plugin_Initialize, init);
   if (p->has(abi::Fn::Plugin_Attributes)) {

@@ -27,6 +27,12 @@ class Plugin {
 
   bool has(abi::Fn fn) const;
 
+  // True in a child forked after a plugin was loaded in this process (set by a pthread_atfork
+  // handler). A plugin's threads do not survive fork, so in such a child every call is refused
+  // with kForkMessage (never made: it could hang) and RAII destructors just leak their handles.
+  static bool in_forked_child();
+  static const char* const kForkMessage;
+
   template <class Args>
   void call(abi::Fn fn, Args& args) const {
     args.h.struct_size = sizeof(Args);

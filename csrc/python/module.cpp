@@ -105,13 +105,56 @@ PYBIND11_MODULE(_C, m) {
     }
     return out;
   });
-  m.def("memory_stats", [](int device) {
+  m.def("memory_stats", [](int device) {  // the plugin's own numbers (-1: not said)
     Runtime& rt = Runtime::get();
     pjrt::MemoryStats s = rt.client().memory_stats(rt.device(device));
     py::dict d;
+    d["reported"] = s.reported;
     d["bytes_in_use"] = s.bytes_in_use;
     d["peak_bytes_in_use"] = s.peak_bytes_in_use;
     d["bytes_limit"] = s.bytes_limit;
+    d["bytes_reserved"] = s.bytes_reserved;
+    d["peak_bytes_reserved"] = s.peak_bytes_reserved;
+    d["pool_bytes"] = s.pool_bytes;
+    d["peak_pool_bytes"] = s.peak_pool_bytes;
+    return d;
+  });
+  // Device memory as torch.tpu reports it: buffers torch_tpu holds (counted per device), reserved
+  // (the plugin's pool where it says), free and total.
+  m.def("device_memory", [](int device) {
+    DeviceMemory mem;
+    {
+      py::gil_scoped_release r;
+      mem = Runtime::get().memory(device);
+    }
+    const pjrt::AllocationStats& b = mem.buffers;
+    py::dict d;
+    d["allocated_bytes"] = b.bytes;
+    d["peak_allocated_bytes"] = b.peak_bytes;
+    d["buffers"] = b.buffers;
+    d["peak_buffers"] = b.peak_buffers;
+    d["allocs"] = b.allocs;
+    d["frees"] = b.frees;
+    d["bytes_allocated_total"] = b.bytes_allocated;
+    d["bytes_freed_total"] = b.bytes_freed;
+    d["reserved_bytes"] = mem.reserved;
+    d["peak_reserved_bytes"] = mem.peak_reserved;
+    d["free_bytes"] = mem.free;
+    d["total_bytes"] = mem.total;
+    d["plugin_reports"] = mem.plugin.reported;
+    d["plugin_bytes_in_use"] = mem.plugin.bytes_in_use;
+    d["plugin_bytes_limit"] = mem.plugin.bytes_limit;
+    return d;
+  });
+  m.def("reset_peak_memory", [](int device) { Runtime::get().client().reset_peak_allocation(device); });
+  m.def("reset_accumulated_memory", [](int device) { Runtime::get().client().reset_accumulated_allocation(device); });
+  m.def("in_bad_fork", &Runtime::in_bad_fork);
+  m.def("cache_info", [] {
+    CompileCache& c = Runtime::get().cache();
+    py::dict d;
+    d["memory_entries"] = c.memory_entries();
+    d["memory_capacity"] = c.memory_capacity();
+    d["disk_dir"] = c.disk_dir();
     return d;
   });
 

@@ -1,7 +1,10 @@
 #include "runtime/compile_cache.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -18,20 +21,81 @@ namespace tpu {
 namespace fs = std::filesystem;
 
 namespace {
-// Entry layout: magic, 8-byte payload size, 32-byte SHA-256 of the payload, payload.
-constexpr char kMagic[8] = {'T', 'P', 'U', 'E', 'X', 'E', '1', '\n'};
+// Entry layout (version 2): magic, 8-byte key size, 8-byte payload size, 32-byte SHA-256 of key and
+// payload together, the key text the entry was written for, the payload (a serialized executable).
+// The key is compared on load, so an entry is never used for another program, whatever its name.
+// Version 1 entries (no key) and other versions share the "TPUEXE" prefix: they are recompiled.
+constexpr char kMagic[8] = {'T', 'P', 'U', 'E', 'X', 'E', '2', '\n'};
+constexpr size_t kMagicPrefix = 6;  // "TPUEXE": an entry of some version of this format
+constexpr size_t kHeader = sizeof(kMagic) + 8 + 8 + 32;
+
+constexpr size_t kDefaultCapacity = 4096;
+constexpr size_t kMaxCapacity = size_t{1} << 20;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+// Reads a whole file; returns false with `error` set when it cannot.
+bool read_file(const std::string& path, std::string& data, std::string& error) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // never blocks on a fifo
+  if (fd < 0) {
+    error = errno_text(errno);
+    return false;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    error = S_ISDIR(st.st_mode) ? "it is a directory" : "it is not a regular file";
+    ::close(fd);
+    return false;
+  }
+  data.clear();
+  data.reserve(static_cast<size_t>(st.st_size));
+  char chunk[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      error = errno_text(errno);
+      ::close(fd);
+      return false;
+    }
+    if (n == 0) break;
+    data.append(chunk, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return true;
+}
 }  // namespace
+
+size_t CompileCache::capacity_from_env() {
+  const char* name = "TORCH_TPU_CACHE_MEMORY_ENTRIES";
+  const char* v = std::getenv(name);
+  if (!v) return kDefaultCapacity;
+  std::string text(v);
+  size_t b = text.find_first_not_of(" \t"), e = text.find_last_not_of(" \t");
+  if (b == std::string::npos) return kDefaultCapacity;  // blank: unset, as in torch_tpu/_plugin.py
+  std::string t = text.substr(b, e - b + 1);
+  bool digits = !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string::npos;
+  size_t n = digits ? static_cast<size_t>(std::stoull(t)) : 0;
+  if (!digits || n < 1 || n > kMaxCapacity)
+    throw pjrt::Error(pjrt::abi::ErrorCode::INVALID_ARGUMENT,
+                      std::string(name) + "='" + text + "' is not valid: expected a whole number of executables from 1 to " +
+                          std::to_string(kMaxCapacity) + " (default " + std::to_string(kDefaultCapacity) + ")");
+  return n;
+}
 
 CompileCache::CompileCache(const pjrt::Client& client, std::string disk_dir, std::string fingerprint,
                            WarnFn warn)
     : client_(client), dir_(std::move(disk_dir)), fingerprint_(std::move(fingerprint)),
-      options_(pjrt::Client::default_compile_options()), warn_(std::move(warn)) {
-  const char* n = std::getenv("TORCH_TPU_CACHE_MEMORY_ENTRIES");
-  capacity_ = n && std::atoll(n) > 0 ? static_cast<size_t>(std::atoll(n)) : 4096;
+      options_(pjrt::Client::default_compile_options()), warn_(std::move(warn)),
+      capacity_(capacity_from_env()) {}
+
+size_t CompileCache::memory_entries() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return memory_.size();
 }
 
 std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
@@ -40,7 +104,7 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = memory_.find(key); it != memory_.end()) {
-      metrics::add("cache.memory_hits");
+      metrics::count(metrics::MemoryHits);
       recent_.splice(recent_.begin(), recent_, it->second.at);
       return it->second.compiled;
     }
@@ -49,7 +113,8 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
   // on copies of device tensors). Two threads missing the same key both compile; the first one stays.
   Program program = make_program();
   auto compiled = std::make_shared<const Compiled>(
-      Compiled{load_or_compile(program.text, origin), main_parameters(program.text), std::move(program.results)});
+      Compiled{load_or_compile(program.text, program.origin.empty() ? origin : program.origin),
+               main_parameters(program.text), std::move(program.results)});
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = memory_.find(key); it != memory_.end()) return it->second.compiled;
   recent_.push_front(key);
@@ -70,11 +135,20 @@ void CompileCache::clear_memory() {
 
 std::shared_ptr<pjrt::Executable> CompileCache::load_or_compile(const std::string& program,
                                                                 const std::string& origin) {
-  std::string path;
+  std::string path, key;
+  bool writable = false;
   if (!dir_.empty()) {
-    std::string id = sha256_hex(program + '\0' + options_ + '\0' + fingerprint_);
-    path = (fs::path(dir_) / (id + ".pjrt")).string();
-    if (auto exe = read_disk(path)) return exe;
+    key = program + '\0' + options_ + '\0' + fingerprint_;
+    path = (fs::path(dir_) / (sha256_hex(key) + ".pjrt")).string();
+    try {
+      if (auto exe = read_disk(path, key, writable)) return exe;
+    } catch (const pjrt::Error&) {
+      throw;  // the plugin refused (a forked child): not the entry's fault
+    } catch (const std::exception& e) {  // never let the disk tier fail a compile
+      warn_("torch_tpu: compile cache entry " + path + " could not be read (" + e.what() + "); recompiling");
+      metrics::add("cache.disk_unreadable");
+      writable = false;
+    }
   }
   auto t0 = std::chrono::steady_clock::now();
   std::shared_ptr<pjrt::Executable> exe = client_.compile(program, options_);
@@ -82,32 +156,71 @@ std::shared_ptr<pjrt::Executable> CompileCache::load_or_compile(const std::strin
   metrics::add("compiles");
   metrics::add("compile_seconds", secs);
   if (!origin.empty()) metrics::add("compiles_by:" + origin);
-  if (!path.empty()) write_disk(path, exe->serialize());
+  if (writable) {
+    try {
+      write_disk(path, key, exe->serialize());
+    } catch (const std::exception& e) {
+      warn_("torch_tpu: cannot write compile cache entry " + path + " (" + e.what() + "); continuing without it");
+    }
+  }
   return exe;
 }
 
-std::shared_ptr<pjrt::Executable> CompileCache::read_disk(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return nullptr;
+std::shared_ptr<pjrt::Executable> CompileCache::read_disk(const std::string& path, const std::string& key,
+                                                          bool& writable) {
+  writable = true;
+  std::error_code ec;
+  fs::file_status status = fs::status(path, ec);
+  if (ec || status.type() == fs::file_type::not_found) return nullptr;  // a plain miss
+  if (status.type() != fs::file_type::regular) {
+    // a directory (or socket, fifo, ...) where an entry belongs: leave it alone, compile each time
+    warn_("torch_tpu: compile cache entry " + path + " is not a regular file (" +
+          (status.type() == fs::file_type::directory ? "a directory" : "a special file") +
+          "); skipping it and compiling without the disk cache");
+    metrics::add("cache.disk_unreadable");
+    writable = false;
+    return nullptr;
+  }
   auto t0 = std::chrono::steady_clock::now();
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t header = sizeof(kMagic) + 8 + 32;
-  uint64_t size = 0;
-  if (data.size() >= header) std::memcpy(&size, data.data() + sizeof(kMagic), 8);
-  std::string_view payload;
-  if (data.size() >= header && size == data.size() - header) payload = std::string_view(data).substr(header);
-  if (payload.empty() || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0 ||
-      sha256(payload) != data.substr(sizeof(kMagic) + 8, 32)) {
+  std::string data, error;
+  if (!read_file(path, data, error)) {
+    warn_("torch_tpu: compile cache entry " + path + " cannot be read (" + error + "); recompiling and replacing it");
+    metrics::add("cache.disk_unreadable");
+    return nullptr;
+  }
+  if (data.size() >= kMagicPrefix && std::memcmp(data.data(), kMagic, kMagicPrefix) == 0 &&
+      (data.size() < sizeof(kMagic) || std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0)) {
+    metrics::add("cache.disk_old_format");  // written by another version of torch_tpu: quietly replaced
+    return nullptr;
+  }
+  uint64_t key_size = 0, payload_size = 0;
+  bool ok = data.size() >= kHeader && std::memcmp(data.data(), kMagic, sizeof(kMagic)) == 0;
+  if (ok) {
+    std::memcpy(&key_size, data.data() + sizeof(kMagic), 8);
+    std::memcpy(&payload_size, data.data() + sizeof(kMagic) + 8, 8);
+    ok = key_size <= data.size() - kHeader && payload_size == data.size() - kHeader - key_size &&
+         payload_size > 0;
+  }
+  std::string_view body = ok ? std::string_view(data).substr(kHeader) : std::string_view();
+  if (!ok || sha256(body) != data.substr(sizeof(kMagic) + 16, 32)) {
     warn_("torch_tpu: compile cache entry " + path + " is corrupt; recompiling and overwriting it");
     metrics::add("cache.disk_corrupt");
     return nullptr;
   }
+  if (body.substr(0, key_size) != key) {
+    // intact, but written for another program (a copied or renamed file, a hash collision)
+    warn_("torch_tpu: compile cache entry " + path +
+          " was written for a different program; recompiling and overwriting it");
+    metrics::add("cache.disk_key_mismatch");
+    return nullptr;
+  }
   try {
-    std::shared_ptr<pjrt::Executable> exe = client_.deserialize(std::string(payload));
+    std::shared_ptr<pjrt::Executable> exe = client_.deserialize(std::string(body.substr(key_size)));
     metrics::add("cache.disk_hits");
     metrics::add("cache.disk_load_seconds", seconds_since(t0));
     return exe;
   } catch (const pjrt::Error& e) {
+    if (pjrt::Plugin::in_forked_child()) throw;
     warn_("torch_tpu: compile cache entry " + path + " could not be loaded (" + e.what() +
           "); recompiling and overwriting it");
     metrics::add("cache.disk_corrupt");
@@ -115,7 +228,7 @@ std::shared_ptr<pjrt::Executable> CompileCache::read_disk(const std::string& pat
   }
 }
 
-void CompileCache::write_disk(const std::string& path, const std::string& bytes) {
+void CompileCache::write_disk(const std::string& path, const std::string& key, const std::string& bytes) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   std::ostringstream tmp_name;
@@ -123,10 +236,11 @@ void CompileCache::write_disk(const std::string& path, const std::string& bytes)
   std::string tmp = tmp_name.str();
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    uint64_t size = bytes.size();
+    uint64_t key_size = key.size(), payload_size = bytes.size();
     out.write(kMagic, sizeof(kMagic));
-    out.write(reinterpret_cast<const char*>(&size), 8);
-    out << sha256(bytes) << bytes;
+    out.write(reinterpret_cast<const char*>(&key_size), 8);
+    out.write(reinterpret_cast<const char*>(&payload_size), 8);
+    out << sha256(key + bytes) << key << bytes;
     if (!out) {
       warn_("torch_tpu: cannot write compile cache entry " + tmp + "; continuing without it");
       fs::remove(tmp, ec);
@@ -134,7 +248,10 @@ void CompileCache::write_disk(const std::string& path, const std::string& bytes)
     }
   }
   fs::rename(tmp, path, ec);  // atomic: readers see the old entry or the whole new one
-  if (ec) fs::remove(tmp, ec);
+  if (ec) {
+    warn_("torch_tpu: cannot replace compile cache entry " + path + " (" + ec.message() + "); continuing without it");
+    fs::remove(tmp, ec);
+  }
 }
 
 }  // namespace tpu

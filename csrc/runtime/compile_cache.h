@@ -1,10 +1,13 @@
 // Program key -> loaded executable, in two tiers.
-// Memory: an exact-key map of at most TORCH_TPU_CACHE_MEMORY_ENTRIES (default 4096) executables, least
-// recently used evicted first: every loaded executable holds a few memory mappings of JIT code, and a
-// process has a limited number (vm.max_map_count, 65530 by default). Disk (TORCH_TPU_CACHE_DIR, off when empty): files named by a hash of
-// the program text, compile options, platform, xla_version and project version, each written
-// atomically (temp file + rename) and verified by checksum on load; a bad entry is recompiled
-// and overwritten with a warning. Every compile, hit and second is counted in metrics.
+// Memory: an exact-key map of at most TORCH_TPU_CACHE_MEMORY_ENTRIES (default 4096, 1 to 2^20)
+// executables, least recently used evicted first: every loaded executable holds a few memory mappings
+// of JIT code, and a process has a limited number (vm.max_map_count, 65530 by default).
+// Disk (TORCH_TPU_CACHE_DIR, off when empty): files named by a hash of the key text (program text,
+// compile options, platform, xla_version and project version). Each entry stores that key text and a
+// checksum and is written atomically (temp file + rename); on load it is used only when intact and
+// written for the same key. A corrupt, foreign, unreadable or old-format entry is recompiled (and
+// overwritten, with a warning); an entry path that is not a regular file is skipped. Every compile,
+// hit and second is counted in metrics.
 #pragma once
 #include <functional>
 #include <list>
@@ -25,6 +28,7 @@ using WarnFn = std::function<void(const std::string&)>;
 struct Program {
   std::string text;
   std::vector<hlo::TensorType> results;  // logical result types (e.g. from PyTorch's meta kernels)
+  std::string origin;  // who made it (an op and its Python line), when only known once it is made
 };
 
 // A loaded executable, the types its @main takes (when its text says) and its Program's results.
@@ -44,16 +48,22 @@ class CompileCache {
                                       const std::string& origin = "");
   void clear_memory();
   const std::string& disk_dir() const { return dir_; }
+  size_t memory_entries() const;                // executables held in memory now
+  size_t memory_capacity() const { return capacity_; }
+
+  // TORCH_TPU_CACHE_MEMORY_ENTRIES, checked: throws pjrt::Error (INVALID_ARGUMENT) naming it.
+  static size_t capacity_from_env();
 
  private:
   std::shared_ptr<pjrt::Executable> load_or_compile(const std::string& program, const std::string& origin);
-  std::shared_ptr<pjrt::Executable> read_disk(const std::string& path);
-  void write_disk(const std::string& path, const std::string& bytes);
+  // `writable`: false when the entry path must be left alone (not a regular file).
+  std::shared_ptr<pjrt::Executable> read_disk(const std::string& path, const std::string& key, bool& writable);
+  void write_disk(const std::string& path, const std::string& key, const std::string& bytes);
 
   const pjrt::Client& client_;
   std::string dir_, fingerprint_, options_;
   WarnFn warn_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   size_t capacity_;
   std::list<std::string> recent_;  // keys, most recently used first
   struct Entry {

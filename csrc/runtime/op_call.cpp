@@ -1,33 +1,63 @@
 #include "runtime/op_call.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <deque>
-#include <unordered_map>
 #include <mutex>
 #include <sstream>
+#include <unordered_map>
 
 #include "lower/helpers.h"
 #include "runtime/metrics.h"
+#include "runtime/program.h"
 #include "runtime/runtime.h"
 
 namespace tpu {
 namespace {
 
-std::atomic<bool> blocking{false};
-
 // Completion events of launched programs not yet known to be complete, for synchronize(), oldest
 // first. Programs on a device finish roughly in launch order, so finished ones are dropped from the
 // front: the cost does not grow with the queue.
-std::mutex pending_mu;
-std::deque<std::pair<int, std::shared_ptr<pjrt::Event>>> pending;
+std::mutex events_mu;
+std::deque<std::pair<int, std::shared_ptr<pjrt::Event>>> events;
+
+void key_dims(std::ostringstream& k, const hlo::Dims& d) {
+  for (int64_t x : d) k << x << ',';
+}
+
+// A view's geometry without its offset (a runtime operand).
+void key_view(std::ostringstream& k, const lower::View& v) {
+  k << static_cast<int>(v.dtype) << ':';
+  key_dims(k, v.sizes);
+  k << '/';
+  key_dims(k, v.strides);
+}
+
+// Per parameter, the output its buffer may be donated to (-1: none): the new contents of a written
+// storage take the old buffer's place when both have the same type. The outputs are the results not
+// written anywhere (`results` of them in all), then each written storage's new contents.
+std::vector<int> donation_targets(const OpCall& c, const Params& p, size_t results) {
+  std::vector<int> target(p.storage.size(), -1);
+  std::vector<size_t> written_results;
+  for (const Write& w : c.writes)
+    if (std::find(written_results.begin(), written_results.end(), w.result) == written_results.end())
+      written_results.push_back(w.result);
+  size_t fresh = results - written_results.size();
+  auto written = written_storages(c, p);
+  for (size_t k = 0; k < written.size(); ++k) {
+    int q = p.find(written[k].first);
+    if (q >= 0 && !p.zero(q) && p.type[q] == written[k].second) target[q] = static_cast<int>(fresh + k);
+  }
+  return target;
+}
+
+}  // namespace
 
 void track(int device, pjrt::Event done) {
   if (!done) return;
-  std::lock_guard<std::mutex> lock(pending_mu);
-  while (pending.size() > 64 && pending.front().second->is_ready()) pending.pop_front();
-  pending.emplace_back(device, std::make_shared<pjrt::Event>(std::move(done)));
+  std::lock_guard<std::mutex> lock(events_mu);
+  while (events.size() > 64 && events.front().second->is_ready()) events.pop_front();
+  events.emplace_back(device, std::make_shared<pjrt::Event>(std::move(done)));
 }
 
 // Scalar operands live on the device too; the same values recur (learning rates, 1.0, 0, view
@@ -55,59 +85,39 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const Input& in, int device) {
   return pool[k] = buf;
 }
 
-void key_dims(std::ostringstream& k, const hlo::Dims& d) {
-  for (int64_t x : d) k << x << ',';
+int Params::find(const Storage* st) const {
+  for (size_t q = 0; q < storage.size(); ++q)
+    if (storage[q] == st) return static_cast<int>(q);
+  return -1;
 }
-
-// Program parameters: one per distinct storage read (inputs, and views written in part), one per
-// scalar input, and one s64 offset per view that is not its whole storage (offsets are runtime
-// operands: a view at another position reuses the program).
-struct Params {
-  std::vector<Storage*> storage;  // parameter -> storage, or null for a scalar
-  std::vector<Input> scalar;      // parameter -> its scalar (when storage is null)
-  std::vector<int> of_input;      // input index -> parameter
-  std::vector<int> input_offset;  // input index -> parameter of its view's offset, or -1
-  std::vector<int> write_offset;  // write index -> parameter of its view's offset, or -1
-  // parameter -> its storage was never written: the program uses zeros, nothing is transferred
-  bool zero(size_t q) const { return storage[q] && !storage[q]->buffer; }
-
-  int find(const Storage* st) const {
-    for (size_t p = 0; p < storage.size(); ++p)
-      if (storage[p] == st) return static_cast<int>(p);
-    return -1;
-  }
-  int of_storage(Storage* st) {
-    if (int q = find(st); q >= 0) return q;
-    storage.push_back(st);
-    scalar.emplace_back();
-    return static_cast<int>(storage.size() - 1);
-  }
-  int of_scalar(const Input& in) {
-    storage.push_back(nullptr);
-    scalar.push_back(in);
-    return static_cast<int>(storage.size() - 1);
-  }
-};
-
-bool covers(const Write& w) { return w.covers(); }
 
 Params assign_params(const OpCall& c) {
   Params p;
-  for (const Input& in : c.inputs) p.of_input.push_back(in.storage ? p.of_storage(in.storage) : p.of_scalar(in));
-  for (const Write& w : c.writes)
-    if (!covers(w)) p.of_storage(w.dest);
+  auto of_storage = [&](Storage* st) {
+    if (int q = p.find(st); q >= 0) return q;
+    p.storage.push_back(st);
+    p.type.push_back(st->type());
+    p.contents.push_back(st->contents());
+    p.scalar.emplace_back();
+    return static_cast<int>(p.storage.size() - 1);
+  };
+  auto of_scalar = [&](const Input& in) {
+    p.storage.push_back(nullptr);
+    p.type.push_back(hlo::scalar(in.scalar_dtype));
+    p.contents.emplace_back();
+    p.scalar.push_back(in);
+    return static_cast<int>(p.storage.size() - 1);
+  };
+  for (const Input& in : c.inputs) p.of_input.push_back(in.storage ? of_storage(in.storage) : of_scalar(in));
+  for (const Write& w : c.writes) {
+    p.write_covers.push_back(w.covers());
+    p.write_param.push_back(w.covers() ? p.find(w.dest) : of_storage(w.dest));
+  }
   for (const Input& in : c.inputs)
-    p.input_offset.push_back(in.storage && !in.view.covers(in.storage->type()) ? p.of_scalar(Input::integer(in.view.offset)) : -1);
-  for (const Write& w : c.writes) p.write_offset.push_back(covers(w) ? -1 : p.of_scalar(Input::integer(w.view.offset)));
+    p.input_offset.push_back(in.storage && !in.view.covers(in.storage->type()) ? of_scalar(Input::integer(in.view.offset)) : -1);
+  for (size_t j = 0; j < c.writes.size(); ++j)
+    p.write_offset.push_back(p.write_covers[j] ? -1 : of_scalar(Input::integer(c.writes[j].view.offset)));
   return p;
-}
-
-// A view's geometry without its offset (a runtime operand).
-void key_view(std::ostringstream& k, const lower::View& v) {
-  k << static_cast<int>(v.dtype) << ':';
-  key_dims(k, v.sizes);
-  k << '/';
-  key_dims(k, v.strides);
 }
 
 std::string cache_key(const OpCall& c, const Params& p) {
@@ -123,7 +133,7 @@ std::string cache_key(const OpCall& c, const Params& p) {
     k << ';';
   }
   for (size_t q = 0; q < p.storage.size(); ++q) {
-    if (p.storage[q]) k << (p.zero(q) ? "|z" : "|p") << static_cast<int>(p.storage[q]->dtype) << ':' << p.storage[q]->numel();
+    if (p.storage[q]) k << (p.zero(q) ? "|z" : "|p") << static_cast<int>(p.type[q].dtype) << ':' << p.type[q].numel();
     else k << "|s" << static_cast<int>(p.scalar[q].scalar_dtype);
   }
   for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -133,53 +143,27 @@ std::string cache_key(const OpCall& c, const Params& p) {
     if (p.input_offset[i] < 0) key_dims(k, in.view.sizes);
     else key_view(k, in.view);
   }
-  for (const Write& w : c.writes) {
-    k << "|w" << w.result << '>' << w.dest->nbytes << ':';
-    if (!covers(w)) k << 'p' << p.find(w.dest) << ':';
+  for (size_t j = 0; j < c.writes.size(); ++j) {
+    const Write& w = c.writes[j];
+    k << "|w" << w.result << '>' << p.write_param[j] << (p.write_covers[j] ? "c" : "") << ':';
     key_view(k, w.view);
   }
   return k.str();
 }
 
-// The storages an op writes, in order of first write, each with its type after the op.
-std::vector<std::pair<Storage*, hlo::TensorType>> written_storages(const OpCall& c) {
+std::vector<std::pair<Storage*, hlo::TensorType>> written_storages(const OpCall& c, const Params& p) {
   std::vector<std::pair<Storage*, hlo::TensorType>> out;
-  for (const Write& w : c.writes) {
+  for (size_t j = 0; j < c.writes.size(); ++j) {
+    const Write& w = c.writes[j];
     auto it = std::find_if(out.begin(), out.end(), [&](auto& e) { return e.first == w.dest; });
-    if (it == out.end()) it = out.insert(out.end(), {w.dest, w.dest->type()});
-    if (w.covers()) it->second = {w.view.dtype, {w.view.numel()}};  // a covering write decides the dtype
+    if (it == out.end()) it = out.insert(out.end(), {w.dest, p.write_param[j] >= 0 ? p.type[p.write_param[j]] : hlo::TensorType{}});
+    if (p.write_covers[j]) it->second = {w.view.dtype, {w.view.numel()}};  // a covering write decides the dtype
   }
   return out;
 }
 
-// Per parameter, the output its buffer may be donated to (-1: none): the new contents of a written
-// storage take the old buffer's place when both have the same type. The outputs are the results not
-// written anywhere (`results` of them in all), then each written storage's new contents.
-std::vector<int> donation_targets(const OpCall& c, const Params& p, size_t results) {
-  std::vector<int> target(p.storage.size(), -1);
-  std::vector<size_t> written_results;
-  for (const Write& w : c.writes)
-    if (std::find(written_results.begin(), written_results.end(), w.result) == written_results.end())
-      written_results.push_back(w.result);
-  size_t fresh = results - written_results.size();
-  auto written = written_storages(c);
-  for (size_t k = 0; k < written.size(); ++k) {
-    int q = p.find(written[k].first);
-    if (q >= 0 && !p.zero(q) && written[k].first->type() == written[k].second) target[q] = static_cast<int>(fresh + k);
-  }
-  return target;
-}
-
-Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> results) {
-  hlo::Module m;
-  hlo::Values params(p.storage.size());
-  std::vector<int> donate_to = donation_targets(c, p, results.size());
-  for (size_t q = 0; q < p.storage.size(); ++q)
-    if (!p.zero(q))
-      params[q] = m.arg(p.storage[q] ? p.storage[q]->type() : hlo::scalar(p.scalar[q].scalar_dtype), donate_to[q]);
-  hlo::Builder& b = m.builder();
-  for (size_t q = 0; q < p.storage.size(); ++q)
-    if (p.zero(q)) params[q] = b.splat(p.storage[q]->type(), 0);
+hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::Values& params,
+                 const std::vector<hlo::TensorType>& results) {
   hlo::Values inputs;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     hlo::Value a = params[p.of_input[i]];
@@ -211,50 +195,72 @@ Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> res
     auto it = std::find_if(bases.begin(), bases.end(), [&](auto& e) { return e.first == w.dest; });
     hlo::Value base;
     if (it != bases.end()) base = it->second;
-    else if (!covers(w)) base = params[p.find(w.dest)];
-    hlo::Value next = covers(w) ? b.reshape(update, {w.view.numel()}) : lower::write_view(b, base, update, w.view, &params[p.write_offset[j]]);
+    else if (!p.write_covers[j]) base = params[p.write_param[j]];
+    hlo::Value next = p.write_covers[j] ? b.reshape(update, {w.view.numel()})
+                                        : lower::write_view(b, base, update, w.view, &params[p.write_offset[j]]);
     if (it != bases.end()) it->second = next;
     else bases.emplace_back(w.dest, next);
   }
   for (auto& e : bases) ret.push_back(e.second);
-  m.ret(ret);
+  return ret;
+}
+
+Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> results) {
+  hlo::Module m;
+  hlo::Values params(p.storage.size());
+  std::vector<int> donate_to = donation_targets(c, p, results.size());
+  for (size_t q = 0; q < p.storage.size(); ++q)
+    if (!p.zero(q)) params[q] = m.arg(p.type[q], donate_to[q]);
+  hlo::Builder& b = m.builder();
+  for (size_t q = 0; q < p.storage.size(); ++q)
+    if (p.zero(q)) params[q] = b.splat(p.type[q], 0);
+  m.ret(emit(b, c, p, params, results));
   return Program{m.str(), std::move(results)};
 }
 
-}  // namespace
-
 void Storage::settle(DType as) {
-  if (!buffer) dtype = as;
+  if (!written()) dtype = as;
 }
 
-const std::shared_ptr<pjrt::Buffer>& Storage::materialize(DType as) {
-  if (!buffer) {
-    dtype = as;
-    std::vector<char> zeros(static_cast<size_t>(nbytes), 0);
-    Runtime& rt = Runtime::get();
-    buffer = std::make_shared<pjrt::Buffer>(rt.client().to_device(zeros.data(), dtype, {numel()}, rt.device(device)));
-  }
-  return buffer;
-}
-
-void Storage::assign(std::shared_ptr<pjrt::Buffer> b, DType t, std::string from) {
-  buffer = std::move(b);
+void Storage::assign(Contents c, DType t, std::string from) {
+  buffer = std::move(c.buffer);
+  pending = std::move(c.pending);
   dtype = t;
   origin = std::move(from);
 }
 
-void set_launch_blocking(bool on) { blocking = on; }
-bool launch_blocking() { return blocking; }
+Contents Storage::contents() {
+  if (pending && pending->buffer) {  // computed by a flush since: the storage holds the buffer itself
+    buffer = pending->buffer;
+    pending.reset();
+  }
+  if (pending && !pending->error.empty()) throw pjrt::Error(pjrt::abi::ErrorCode::INTERNAL, pending->error);
+  return {buffer, pending};
+}
 
-Launched launch(OpCall& c, const std::function<std::vector<hlo::TensorType>()>& infer_results) {
+const std::shared_ptr<pjrt::Buffer>& Storage::ready() {
+  std::lock_guard<std::recursive_mutex> lock(contents_mutex());
+  if (pending && !pending->buffer && pending->error.empty()) flush(pending->device);
+  contents();
+  return buffer;
+}
+
+Launched launch(OpCall& c, const InferResults& infer_results) {
   Runtime& rt = Runtime::get();
-  for (size_t i = 0; i < c.inputs.size(); ++i)
-    if (c.inputs[i].storage) c.inputs[i].storage->settle(c.inputs[i].view.dtype);
-  for (const Write& w : c.writes)
+  std::lock_guard<std::recursive_mutex> lock(contents_mutex());
+  for (const Input& in : c.inputs)
+    if (in.storage) in.storage->ready(), in.storage->settle(in.view.dtype);
+  for (const Write& w : c.writes) {
+    w.dest->ready();
     if (!w.covers()) w.dest->settle(w.view.dtype);
+  }
   Params p = assign_params(c);
-  std::string where = c.name + (c.origin.empty() ? "" : " at " + c.origin);
-  auto compiled = rt.cache().get(cache_key(c, p), [&] { return build(c, p, infer_results()); }, where);
+  std::string key = cache_key(c, p);
+  auto compiled = rt.cache().get(key, [&] {
+    Program program = build(c, p, infer_results());
+    program.origin = c.where();  // a compile: worth locating the Python line
+    return program;
+  });
 
   // A written storage's old buffer is donated when the storage alone holds it: no other storage
   // (an out= result sharing it) can observe it. XLA then writes the new contents in place.
@@ -264,6 +270,7 @@ Launched launch(OpCall& c, const std::function<std::vector<hlo::TensorType>()>& 
   std::vector<bool> donated;
   for (size_t q = 0; q < p.storage.size(); ++q) {
     if (p.zero(q)) continue;
+    if (p.storage[q]) p.contents[q] = {};  // drop the captured reference: the storage's own is the one left
     donated.push_back(donate_to[q] >= 0 && p.storage[q]->buffer.use_count() == 1);
     hold.push_back(p.storage[q] ? p.storage[q]->buffer : scalar_buffer(p.scalar[q], c.device));
     args.push_back(hold.back().get());
@@ -273,14 +280,15 @@ Launched launch(OpCall& c, const std::function<std::vector<hlo::TensorType>()>& 
   try {
     outs = compiled->exe->execute(args, rt.device(c.device), donated, &done);
   } catch (const pjrt::Error& e) {
-    throw pjrt::Error(e.code, where + ": " + e.what());
+    throw pjrt::Error(e.code, c.where() + ": " + e.what());
   }
-  metrics::add("ops_dispatched");
-  if (blocking) {
+  metrics::count(metrics::OpsDispatched);
+  metrics::count(metrics::Executions);
+  if (launch_blocking()) {
     try {
       done.await();
     } catch (const pjrt::Error& e) {
-      throw pjrt::Error(e.code, where + " failed: " + e.what());
+      throw pjrt::Error(e.code, c.where() + " failed: " + e.what());
     }
   } else {
     track(c.device, std::move(done));
@@ -288,25 +296,25 @@ Launched launch(OpCall& c, const std::function<std::vector<hlo::TensorType>()>& 
 
   Launched result;
   result.types = compiled->results;
-  auto written = written_storages(c);
+  auto written = written_storages(c, p);
   size_t fresh = outs.size() - written.size();
   for (size_t k = 0; k < outs.size(); ++k) {
     auto buf = std::make_shared<pjrt::Buffer>(std::move(outs[k]));
-    if (k < fresh) result.buffers.push_back(std::move(buf));
-    else written[k - fresh].first->assign(std::move(buf), written[k - fresh].second.dtype, where);
+    if (k < fresh) result.results.push_back({std::move(buf), nullptr});
+    else written[k - fresh].first->assign({std::move(buf), nullptr}, written[k - fresh].second.dtype, c.known_where());
   }
   return result;
 }
 
 void synchronize(int device) {
+  flush(device);
   std::vector<std::pair<int, std::shared_ptr<pjrt::Event>>> waiting;
   {
-    std::lock_guard<std::mutex> lock(pending_mu);
-    for (auto& e : pending)
+    std::lock_guard<std::mutex> lock(events_mu);
+    for (auto& e : events)
       if (device < 0 || e.first == device) waiting.push_back(e);
-    pending.erase(std::remove_if(pending.begin(), pending.end(),
-                                 [&](auto& e) { return device < 0 || e.first == device; }),
-                  pending.end());
+    events.erase(std::remove_if(events.begin(), events.end(), [&](auto& e) { return device < 0 || e.first == device; }),
+                 events.end());
   }
   for (auto& e : waiting) e.second->await();
 }

@@ -1,8 +1,8 @@
 // A dispatched ATen op as the runtime sees it (torch-free): the deferred op node. It names its
 // lowering rule, holds its inputs (views of device storages, and Python scalars as runtime
-// operands), its structural arguments, and where its results go. Launching one builds the
-// program on a cache miss (view reads + rule + write-backs), compiles it through the compile
-// cache, and executes it asynchronously.
+// operands), its structural arguments, and where its results go. Strict eager launches one at once
+// (`launch`: build on a cache miss, compile through the compile cache, execute asynchronously);
+// DeferAndFuse records it into the device's open graph (runtime/graph.h) and runs many as one program.
 #pragma once
 #include <complex>
 #include <functional>
@@ -16,28 +16,53 @@
 
 namespace tpu {
 
+// An output of an op recorded in a device's open graph and not computed yet (DeferAndFuse). The
+// flush that computes it fills `buffer`; a failed flush fills `error`.
+struct Pending {
+  int device = 0;
+  size_t node = 0, output = 0;  // the node of the open graph that computes it, and which of its outputs
+  int graph_refs = 0;  // recorded inputs that read it: those alone do not make it a program output
+  int donor = -1;      // the graph argument whose buffer it replaces in its storage (donated if unshared)
+  std::shared_ptr<pjrt::Buffer> buffer;
+  std::string error;
+};
+
+// What a storage holds: a device buffer, or a pending output, or (both null) nothing yet, which reads
+// as zeros.
+struct Contents {
+  std::shared_ptr<pjrt::Buffer> buffer;
+  std::shared_ptr<Pending> pending;
+  explicit operator bool() const { return buffer || pending; }
+};
+
 // The contents of a tensor storage: `nbytes` on `device`, held as a flat buffer of `dtype`
 // elements (the dtype of whatever last wrote all of it). All tensors that share the storage see
-// the buffer installed here.
+// the contents installed here.
 struct Storage {
-  std::shared_ptr<pjrt::Buffer> buffer;  // null until first written: reads as zeros
+  std::shared_ptr<pjrt::Buffer> buffer;  // null until first written (reads as zeros), or while pending
+  std::shared_ptr<Pending> pending;      // the recorded op output that will be the buffer
   DType dtype = DType::U8;
   int64_t nbytes = 0;
   int device = 0;
-  std::string origin;  // the op and Python line that produced `buffer`, for error messages
+  std::string origin;  // the op and Python line that produced the contents, for error messages
 
   int64_t numel() const { return nbytes / byte_size(dtype); }
   hlo::TensorType type() const { return {dtype, {numel()}}; }
+  bool written() const { return buffer || pending; }
   // A never-written storage takes the dtype it is first used as (it reads as zeros of it).
   void settle(DType as);
-  // The buffer; a never-written storage becomes zeros of `as` first.
-  const std::shared_ptr<pjrt::Buffer>& materialize(DType as);
-  // Installs `b` (flat, of `t`) as the whole contents.
-  void assign(std::shared_ptr<pjrt::Buffer> b, DType t, std::string from);
+  // The one entry point for every direct reader of the buffer (copies, item, printing, save, the CPU
+  // fallback): pending contents are computed first (a flush of the open graph). Null if never written.
+  const std::shared_ptr<pjrt::Buffer>& ready();
+  // Installs new contents (a buffer, or a pending output) of type `t` as the whole storage.
+  void assign(Contents c, DType t, std::string from);
+  // The contents now (a pending output already computed becomes the buffer itself); raises the error of
+  // a failed flush that should have computed them.
+  Contents contents();
 };
 
 struct Input {
-  // A tensor: a view of a storage. The storage must outlive the launch.
+  // A tensor: a view of a storage. The storage must outlive the launch (recording captures its contents).
   Storage* storage = nullptr;
   lower::View view;
   // A scalar operand (when storage is null): its dtype (F64, S64, Pred or C128) and value. Integers
@@ -71,24 +96,46 @@ struct OpCall {
   std::vector<Write> writes;
   int device = 0;
   hlo::Precision precision = hlo::Precision::Default;
-  std::string origin;  // Python file:line of the user's call
   // State outside the inputs that decides result types (out= dtypes, the default dtype): part of the cache key
   std::string context_key;
+  // Finds the user's Python file:line. Walking Python frames costs more than a cached launch, so it
+  // runs only when needed (a compile, an error, Debug mode), on the calling thread.
+  std::string (*locate)() = nullptr;
+  mutable std::string origin;
+  mutable bool located = false;
+
+  std::string where() const {  // "op at file:line"
+    if (!located && locate) origin = locate();
+    located = true;
+    return name + (origin.empty() ? "" : " at " + origin);
+  }
+  std::string known_where() const { return located ? where() : name; }  // without locating
 };
 
-// Result buffers (flat, one per result not covered by `writes`, in result order) after launching
-// `call`. `infer_results` gives the results' logical types; it is called only when the program
-// is not cached. Written storages get their new buffers installed.
+// The results of an op not covered by its `writes`, in result order: a buffer each (Strict), or a
+// pending output each (recorded). Written storages get their new contents installed.
 struct Launched {
-  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  std::vector<Contents> results;
   std::vector<hlo::TensorType> types;  // logical type of every result
 };
-Launched launch(OpCall& call, const std::function<std::vector<hlo::TensorType>()>& infer_results);
+using InferResults = std::function<std::vector<hlo::TensorType>()>;
+// Strict eager: runs `call` now. `infer_results` gives the results' logical types; it is called only
+// when the program is not cached.
+Launched launch(OpCall& call, const InferResults& infer_results);
+// DeferAndFuse: records `call` into its device's open graph; `infer_results` is called only when the
+// op's launch plan (its result types per signature) is not cached.
+Launched record(OpCall& call, const InferResults& infer_results);
 
-// Debug eager: wait for every launch and report errors at the op (TORCH_TPU_LAUNCH_BLOCKING=1).
-void set_launch_blocking(bool on);
+// Execution modes: Strict launches each op; Fuse records ops and runs them as one program at the next
+// flush; Debug launches each op and waits for it (TORCH_TPU_LAUNCH_BLOCKING=1).
+enum class Mode { Strict, Fuse, Debug };
+void set_mode(Mode m);  // flushes what was recorded
+Mode mode();
 bool launch_blocking();
-// Waits for everything launched so far on `device` (-1: all devices).
+void set_launch_blocking(bool on);  // Debug when on, else Strict
+// Runs everything recorded on `device` (-1: all devices).
+void flush(int device = -1);
+// Flushes, then waits for everything launched so far on `device` (-1: all devices).
 void synchronize(int device = -1);
 
 }  // namespace tpu

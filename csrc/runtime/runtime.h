@@ -18,11 +18,22 @@ struct RuntimeConfig {
   WarnFn warn;
 };
 
+// One device's memory: the buffers torch_tpu holds (counted by pjrt::Buffer), what the plugin says,
+// and what follows from both.
+struct DeviceMemory {
+  pjrt::AllocationStats buffers;
+  pjrt::MemoryStats plugin;
+  int64_t reserved = 0, peak_reserved = 0;  // at least the buffers; the plugin's pool where it says
+  int64_t total = 0, free = 0;              // the plugin's limit, else (cpu) the host's memory
+};
+
 class Runtime {
  public:
   static Runtime& init(const RuntimeConfig& config);  // idempotent for the same plugin
   static Runtime& get();                              // throws if init has not succeeded
   static bool initialized();
+  // True in a child forked after the runtime (its plugin) started: nothing may call the plugin there.
+  static bool in_bad_fork();
   // Drops cached executables, then the client (after its last buffer is gone).
   static void shutdown();
 
@@ -31,6 +42,7 @@ class Runtime {
   CompileCache& cache() { return cache_; }
   const RuntimeConfig& config() const { return config_; }
   pjrt::abi::Device* device(int index) const;
+  DeviceMemory memory(int index) const;
 
   // Compiles `program` through the cache (keyed by its text) and runs it on `device`.
   std::vector<pjrt::Buffer> execute(const std::string& program,

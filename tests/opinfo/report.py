@@ -106,7 +106,20 @@ def git_commit():
         return "?"
 
 
-def render(results, meta):
+def fuse_results_path(results_path):
+    """The same sweep run in Fuse mode (`make opinfo MODE=fuse`) lies beside the Strict one."""
+    return results_path.replace(".jsonl", "-fuse.jsonl")
+
+
+def group_by_variant(results):
+    groups = collections.OrderedDict()
+    for r in results:
+        key = (r["variant"], r["dtype"] if r["variant"] in ("forward", "backward") else "")
+        groups.setdefault(key, collections.Counter())[r["status"]] += 1
+    return groups
+
+
+def render(results, meta, fuse=None):
     import torch
     import torch_tpu
 
@@ -150,12 +163,20 @@ def render(results, meta):
     # totals ------------------------------------------------------------------------------------
     w("## Totals")
     w("")
-    w("| variant | dtype | cases | pass | fail | cpu-fallback | crash/hang | not on CPU | no samples | pass rate | pass or fallback |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|")
-    groups = collections.OrderedDict()
-    for r in results:
-        key = (r["variant"], r["dtype"] if r["variant"] in ("forward", "backward") else "")
-        groups.setdefault(key, collections.Counter())[r["status"]] += 1
+    if fuse:
+        w(f"The last column reruns the same sweep in Fuse mode (DeferAndFuse, `make opinfo MODE=fuse`, "
+          f"{len(fuse)} cases).")
+        w("")
+    w("| variant | dtype | cases | pass | fail | cpu-fallback | crash/hang | not on CPU | no samples | pass rate | pass or fallback | Fuse pass rate |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    groups = group_by_variant(results)
+    fuse_groups = group_by_variant(fuse or [])
+    fuse_summary = collections.defaultdict(collections.Counter)
+    for key, c in fuse_groups.items():
+        fuse_summary[key[0]].update(c)
+
+    def fuse_rate(c):
+        return pct(c["pass"], sum(c[s] for s in RAN)) if c else "-"
     order = [("forward", d) for d in FORWARD_DTYPES] + [("backward", d) for d in BACKWARD_DTYPES] + \
         [("inplace", ""), ("out", ""), ("error", "")]
     order += [k for k in groups if k not in order]
@@ -167,14 +188,14 @@ def render(results, meta):
         ran = sum(c[s] for s in RAN)
         w(f"| {key[0]} | {key[1] or 'all'} | {sum(c.values())} | {c['pass']} | {c['fail']} | {c['cpu-fallback']} | "
           f"{c['crash'] + c['timeout']} | {c['not-supported-on-cpu']} | {c['no-samples']} | {pct(c['pass'], ran)} | "
-          f"{pct(c['pass'] + c['cpu-fallback'], ran)} |")
+          f"{pct(c['pass'] + c['cpu-fallback'], ran)} | {fuse_rate(fuse_groups.get(key))} |")
         s = summary.setdefault(key[0], collections.Counter())
         s.update(c)
     for variant, c in summary.items():
         ran = sum(c[s] for s in RAN)
         w(f"| **{variant}** | **all** | {sum(c.values())} | {c['pass']} | {c['fail']} | {c['cpu-fallback']} | "
           f"{c['crash'] + c['timeout']} | {c['not-supported-on-cpu']} | {c['no-samples']} | **{pct(c['pass'], ran)}** | "
-          f"{pct(c['pass'] + c['cpu-fallback'], ran)} |")
+          f"{pct(c['pass'] + c['cpu-fallback'], ran)} | **{fuse_rate(fuse_summary.get(variant))}** |")
     by_op = collections.defaultdict(list)
     for r in results:
         by_op[r["op"]].append(r)
@@ -344,7 +365,9 @@ def md(text):
 
 def write(results_path=DEFAULT_RESULTS, out_path=os.path.join(ROOT, "docs", "op_coverage.md")):
     results, meta = load(results_path)
-    text = render(results, meta)
+    fuse_path = fuse_results_path(results_path)
+    fuse = load(fuse_path)[0] if os.path.exists(fuse_path) else None
+    text = render(results, meta, fuse)
     with open(out_path, "w") as f:
         f.write(text)
     return text
