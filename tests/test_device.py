@@ -159,12 +159,19 @@ def test_deterministic_mode_between_calls():
     (lambda d: torch.ones(2, 3, device=d).view(4), RuntimeError),
     (lambda d: torch.ones(2, 3, device=d).sum(dim=5), IndexError),
     (lambda d: torch.ones(2, 3, device=d).to(torch.int64) @ torch.ones(3, 2, device=d), RuntimeError),
+    (lambda d: torch.tensor([1, 2], device=d).softmax(0), NotImplementedError),  # a dtype the op lacks
+    (lambda d: torch.tensor([1.0, 2.0], device=d) & torch.tensor([1.0, 2.0], device=d), NotImplementedError),
 ])
 def test_bad_input_raises_like_cpu(fn, exc):
     with pytest.raises(exc):
         fn("cpu")
     with pytest.raises(exc):
         fn("tpu")
+
+
+def test_median_of_nothing_is_nan():
+    for fn in (torch.median, torch.nanmedian):
+        assert torch.isnan(fn(torch.empty(0, device="tpu")).cpu()) and torch.isnan(fn(torch.empty(0)))
 
 
 def test_device_mismatch_raises():

@@ -294,6 +294,13 @@ void check_read_write_shapes(const Mutated& m, const std::vector<at::Tensor>& re
                   m.out[k].sizes(), " doesn't match the broadcast shape ", results[k].sizes());
 }
 
+// The dtype of the call's first tensor argument (what CPU's "not implemented for" names).
+c10::ScalarType first_dtype(c10::ArrayRef<c10::IValue> args) {
+  for (const c10::IValue& v : args)
+    if (v.isTensor() && v.toTensor().defined()) return v.toTensor().scalar_type();
+  return c10::ScalarType::Undefined;
+}
+
 [[noreturn]] void not_lowered(const std::string& name) {
   TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: aten::", name,
                               " has no tpu lowering yet. To run it on the CPU instead, set TORCH_TPU_CPU_FALLBACK=1 "
@@ -458,6 +465,8 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     rethrow(e, "");
   } catch (const lower::IndexError& e) {
     TORCH_CHECK_INDEX(false, e.what());
+  } catch (const hlo::DTypeError& e) {  // as CPU and CUDA kernels without that dtype
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", name, "\" not implemented for '", first_dtype(args), "' on tpu (", e.what(), ")");
   } catch (const hlo::Error& e) {
     TORCH_CHECK(false, "tpu: lowering aten::", name, " failed: ", e.what());
   }

@@ -63,6 +63,9 @@ std::string cls_names(uint8_t m) {
 }
 
 [[noreturn]] void fail(Op op, const std::string& msg) { throw Error(op_name(op) + ": " + msg); }
+[[noreturn]] void fail_dtype(Op op, DType t, const std::string& takes) {
+  throw DTypeError(op_name(op) + ": " + cat("element type ", info(t).mlir, " not supported (takes ", takes, ")"));
+}
 
 void check_type(Op op, const TensorType& t) {
   for (int64_t d : t.dims)
@@ -77,7 +80,7 @@ void same(Op op, const TensorType& a, const TensorType& b, const char* what = "o
 }
 void check_class(Op op, uint8_t allowed, DType t) {
   if (!(allowed & cls(t)))
-    fail(op, cat("element type ", info(t).mlir, " not supported (takes ", cls_names(allowed), ")"));
+    fail_dtype(op, t, cls_names(allowed));
 }
 void check_scalar(Op op, const TensorType& t, const char* what) {
   if (t.rank() != 0) fail(op, cat(what, " must be rank 0, got ", t.str()));
@@ -164,7 +167,7 @@ TensorType binary(Op op, const TensorType& a, const TensorType& b) {
   check_class(op, row(op).types, a.dtype);
   if (row(op).res != Res::Complex) return a;
   if (a.dtype != DType::F32 && a.dtype != DType::F64)
-    fail(op, cat("element type ", info(a.dtype).mlir, " not supported (takes f32 or f64)"));
+    fail_dtype(op, a.dtype, "f32 or f64");
   return {a.dtype == DType::F32 ? DType::C64 : DType::C128, a.dims};
 }
 
@@ -632,7 +635,7 @@ TensorType fft(const TensorType& x, FftType type, const Dims& length) {
   const bool real_in = type == FftType::RFFT;
   check_class(op, real_in ? F : C, x.dtype);
   if (real_in && x.dtype != DType::F32 && x.dtype != DType::F64)
-    fail(op, cat("element type ", info(x.dtype).mlir, " not supported (takes f32 or f64)"));
+    fail_dtype(op, x.dtype, "f32 or f64");
   TensorType r = x;
   const int64_t n = length.back(), half = n == 0 ? 0 : n / 2 + 1;
   if (type == FftType::RFFT) r.dtype = x.dtype == DType::F32 ? DType::C64 : DType::C128;

@@ -16,6 +16,10 @@ namespace tpu::hlo {
 struct Error : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
+// An op given an element type it does not take (PyTorch's "not implemented for 'Float'").
+struct DTypeError : Error {
+  using Error::Error;
+};
 
 using Dims = std::vector<int64_t>;
 using Padding = std::vector<std::pair<int64_t, int64_t>>;  // (low, high) per dimension

@@ -95,6 +95,8 @@ std::pair<Value, Value> median_of(Builder& b, Value x, int64_t dim, bool skip_na
 }
 Values median_all(Ctx& c, bool skip_nan) {  // median(self): the value only
   Value x = c.v(0);
+  if (x.type.numel() == 0 && is_float(c.out[0].dtype))  // the median of nothing: NaN, as on CPU
+    return {c.b.splat(c.out[0], std::numeric_limits<double>::quiet_NaN())};
   if (x.type.rank() != 1) x = c.b.reshape(x, {x.type.numel()});
   return {as_out(c, median_of(c.b, x, 0, skip_nan).first, 0)};
 }

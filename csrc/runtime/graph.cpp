@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
-#include <sstream>
 #include <unordered_map>
 
 #include "runtime/metrics.h"
@@ -86,16 +85,16 @@ void flush_locked(int device) {
   // An argument buffer that only this graph still holds, replaced in its storage by a live output of
   // the same type, is donated to that output (in-place updates do not double memory).
   std::vector<int> alias(g.buffers.size(), -1);
-  std::ostringstream key;
-  key << g.key << "|out";
+  std::string key = std::move(g.key);
+  auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
+  key += "|out";
   for (size_t j = 0; j < live.size(); ++j) {
     const Pending& pd = *live[j];
-    key << ' ' << pd.node << '.' << pd.output;
-    int a = pd.donor;
-    if (a >= 0 && alias[a] < 0 && g.buffers[a].use_count() == 1) {
-      alias[a] = static_cast<int>(j);
-      key << '<' << a;
-    }
+    put(static_cast<int64_t>(pd.node));
+    put(static_cast<int64_t>(pd.output));
+    int a = pd.donor, donor = -1;
+    if (a >= 0 && alias[a] < 0 && g.buffers[a].use_count() == 1) alias[donor = a] = static_cast<int>(j);
+    put(donor);
   }
   if (live.empty()) return;  // nothing recorded is still needed
   std::string last = g.nodes.back()->call.known_where();
@@ -129,9 +128,13 @@ void flush_locked(int device) {
         types.push_back(ret.back().type);
       }
       m.ret(ret);
-      return Program{m.str(), types, "graph of " + std::to_string(g.nodes.size()) + " ops ending with " + last};
+      // a compile: worth locating the Python line that cut the graph (this thread's, usually the user's)
+      auto locate = g.nodes.back()->call.locate;
+      std::string cut = locate ? locate() : "";
+      return Program{m.str(), types, "graph of " + std::to_string(g.nodes.size()) + " ops ending with " + last +
+                                         (cut.empty() ? "" : ", cut at " + cut)};
     };
-    auto compiled = rt.cache().get(key.str(), make);
+    auto compiled = rt.cache().get(key, make);
 
     std::vector<std::shared_ptr<pjrt::Buffer>> hold;
     std::vector<const pjrt::Buffer*> args;
@@ -145,7 +148,7 @@ void flush_locked(int device) {
     pjrt::Event done(nullptr, nullptr);
     std::vector<pjrt::Buffer> outs = compiled->exe->execute(args, rt.device(device), donated, &done);
     metrics::count(metrics::Executions);
-    track(device, std::move(done));
+    track(device, std::move(done), "graph of " + std::to_string(g.nodes.size()) + " ops ending with " + last);
     for (size_t j = 0; j < live.size(); ++j) live[j]->buffer = std::make_shared<pjrt::Buffer>(std::move(outs[j]));
   } catch (const std::exception& e) {
     std::string msg = e.what();
@@ -186,26 +189,30 @@ Launched record(OpCall& c, const InferResults& infer_results) {
   if (static_cast<int>(graphs.size()) <= c.device) graphs.resize(c.device + 1);
   Graph& g = graphs[c.device];
   size_t index = g.nodes.size();
-  std::ostringstream wiring;
-  wiring << '{';
+  // The graph's key: each node's signature, then where each of its parameters comes from.
+  g.key += signature;
+  auto wire = [&](char kind, uint32_t a, uint32_t b = 0) {
+    g.key += kind;
+    g.key.append(reinterpret_cast<const char*>(&a), sizeof(a));
+    g.key.append(reinterpret_cast<const char*>(&b), sizeof(b));
+  };
   for (size_t q = 0; q < p.storage.size(); ++q) {
     Source& s = node->sources.emplace_back();
     if (!p.storage[q]) {
       s.arg = add_arg(g, nullptr, p.scalar[q], p.type[q]);
-      wiring << 'a' << s.arg;
+      wire('a', s.arg);
     } else if (p.contents[q].pending) {
       s.pending = p.contents[q].pending;
       s.pending->graph_refs++;
-      wiring << 'n' << s.pending->node << '.' << s.pending->output;
+      wire('n', s.pending->node, s.pending->output);
     } else if (p.contents[q].buffer) {
       s.arg = add_arg(g, p.contents[q].buffer, {}, p.type[q]);
-      wiring << 'a' << s.arg;
+      wire('a', s.arg);
     } else {
       s.zero = true;
-      wiring << 'z';
+      wire('z', 0);
     }
   }
-  wiring << '}';
 
   Launched result;
   result.types = node->results;
@@ -231,8 +238,6 @@ Launched record(OpCall& c, const InferResults& infer_results) {
     dest->assign({nullptr, pd}, written[k - fresh].second.dtype, where);
   }
   for (Contents& held : p.contents) held = {};  // the graph's argument list holds the buffers now
-  g.key += signature;
-  g.key += wiring.str();
   node->call = c;
   g.nodes.push_back(std::move(node));
   metrics::count(metrics::OpsDispatched);

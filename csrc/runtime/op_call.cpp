@@ -3,8 +3,9 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <mutex>
-#include <sstream>
+#include <type_traits>
 #include <unordered_map>
 
 #include "lower/helpers.h"
@@ -18,20 +19,50 @@ namespace {
 // Completion events of launched programs not yet known to be complete, for synchronize(), oldest
 // first. Programs on a device finish roughly in launch order, so finished ones are dropped from the
 // front: the cost does not grow with the queue.
+struct Launch {
+  int device;
+  std::shared_ptr<pjrt::Event> done;
+  std::string what;  // the op (or graph) it ran, for its error
+};
 std::mutex events_mu;
-std::deque<std::pair<int, std::shared_ptr<pjrt::Event>>> events;
+std::deque<Launch> events;
+// Errors of launches found finished while pruning: kept until the next synchronize raises them.
+std::vector<std::pair<int, pjrt::Error>> failures;
 
-void key_dims(std::ostringstream& k, const hlo::Dims& d) {
-  for (int64_t x : d) k << x << ',';
+// The error of a finished launch, if it failed, naming what ran.
+std::optional<pjrt::Error> failure_of(const Launch& l) {
+  try {
+    l.done->await();
+  } catch (const pjrt::Error& e) {
+    return pjrt::Error(e.code, "tpu: " + l.what + " failed: " + e.what());
+  }
+  return std::nullopt;
 }
 
-// A view's geometry without its offset (a runtime operand).
-void key_view(std::ostringstream& k, const lower::View& v) {
-  k << static_cast<int>(v.dtype) << ':';
-  key_dims(k, v.sizes);
-  k << '/';
-  key_dims(k, v.strides);
-}
+// Signatures are compact binary strings (hashed and compared, never shown): fixed-size fields as
+// their bytes, variable-size ones with their length first, so no two signatures read alike.
+struct Signature {
+  std::string s;
+  template <typename T>
+  void put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    s.append(reinterpret_cast<const char*>(&v), sizeof(v));
+  }
+  void put(const std::vector<int64_t>& d) {
+    put(static_cast<uint32_t>(d.size()));
+    s.append(reinterpret_cast<const char*>(d.data()), d.size() * sizeof(int64_t));
+  }
+  void put(const std::string& t) {
+    put(static_cast<uint32_t>(t.size()));
+    s += t;
+  }
+  // A view's geometry without its offset (a runtime operand).
+  void put(const lower::View& v) {
+    put(v.dtype);
+    put(v.sizes);
+    put(v.strides);
+  }
+};
 
 // Per parameter, the output its buffer may be donated to (-1: none): the new contents of a written
 // storage take the old buffer's place when both have the same type. The outputs are the results not
@@ -53,11 +84,14 @@ std::vector<int> donation_targets(const OpCall& c, const Params& p, size_t resul
 
 }  // namespace
 
-void track(int device, pjrt::Event done) {
+void track(int device, pjrt::Event done, std::string what) {
   if (!done) return;
   std::lock_guard<std::mutex> lock(events_mu);
-  while (events.size() > 64 && events.front().second->is_ready()) events.pop_front();
-  events.emplace_back(device, std::make_shared<pjrt::Event>(std::move(done)));
+  while (events.size() > 64 && events.front().done->is_ready()) {
+    if (auto e = failure_of(events.front())) failures.emplace_back(events.front().device, *e);
+    events.pop_front();
+  }
+  events.push_back({device, std::make_shared<pjrt::Event>(std::move(done)), std::move(what)});
 }
 
 // Scalar operands live on the device too; the same values recur (learning rates, 1.0, 0, view
@@ -121,34 +155,42 @@ Params assign_params(const OpCall& c) {
 }
 
 std::string cache_key(const OpCall& c, const Params& p) {
-  std::ostringstream k;
-  k << c.name << '|' << static_cast<int>(c.precision) << '|' << c.context_key << '|';
+  Signature k;
+  k.s.reserve(256);
+  k.put(c.name);
+  k.put(c.precision);
+  k.put(c.context_key);
   for (size_t a = 0; a < c.args.size(); ++a) {
     const lower::Arg& arg = c.args[a];
-    k << static_cast<int>(arg.kind) << ':' << arg.i << ':';
-    key_dims(k, arg.ints);
-    for (double f : arg.floats) k << std::hexfloat << f << std::defaultfloat << ',';  // exact: 0.1 != 0.1000001
-    k << arg.s;
-    if (arg.kind == lower::Arg::Scalar && (c.rule->structural >> a & 1)) k << '=' << std::hexfloat << arg.f << std::defaultfloat;
-    k << ';';
+    k.put(arg.kind);
+    k.put(arg.i);
+    k.put(arg.ints);
+    k.put(static_cast<uint32_t>(arg.floats.size()));
+    for (double f : arg.floats) k.put(f);  // exact: 0.1 != 0.1000001
+    k.put(arg.s);
+    if (arg.kind == lower::Arg::Scalar && (c.rule->structural >> a & 1)) k.put(arg.f);
   }
+  k.put(static_cast<uint32_t>(p.storage.size()));
   for (size_t q = 0; q < p.storage.size(); ++q) {
-    if (p.storage[q]) k << (p.zero(q) ? "|z" : "|p") << static_cast<int>(p.type[q].dtype) << ':' << p.type[q].numel();
-    else k << "|s" << static_cast<int>(p.scalar[q].scalar_dtype);
+    k.put(static_cast<char>(!p.storage[q] ? 's' : p.zero(q) ? 'z' : 'p'));
+    k.put(p.type[q].dtype);
+    if (p.storage[q]) k.put(p.type[q].numel());
   }
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     const Input& in = c.inputs[i];
-    k << "|i" << p.of_input[i];
+    k.put(p.of_input[i]);
     if (!in.storage) continue;
-    if (p.input_offset[i] < 0) key_dims(k, in.view.sizes);
-    else key_view(k, in.view);
+    k.put(p.input_offset[i]);
+    if (p.input_offset[i] < 0) k.put(in.view.sizes);
+    else k.put(in.view);
   }
   for (size_t j = 0; j < c.writes.size(); ++j) {
-    const Write& w = c.writes[j];
-    k << "|w" << w.result << '>' << p.write_param[j] << (p.write_covers[j] ? "c" : "") << ':';
-    key_view(k, w.view);
+    k.put(c.writes[j].result);
+    k.put(p.write_param[j]);
+    k.put(static_cast<bool>(p.write_covers[j]));
+    k.put(c.writes[j].view);
   }
-  return k.str();
+  return std::move(k.s);
 }
 
 std::vector<std::pair<Storage*, hlo::TensorType>> written_storages(const OpCall& c, const Params& p) {
@@ -291,7 +333,7 @@ Launched launch(OpCall& c, const InferResults& infer_results) {
       throw pjrt::Error(e.code, c.where() + " failed: " + e.what());
     }
   } else {
-    track(c.device, std::move(done));
+    track(c.device, std::move(done), c.known_where());
   }
 
   Launched result;
@@ -308,15 +350,22 @@ Launched launch(OpCall& c, const InferResults& infer_results) {
 
 void synchronize(int device) {
   flush(device);
-  std::vector<std::pair<int, std::shared_ptr<pjrt::Event>>> waiting;
+  std::vector<Launch> waiting;
+  std::vector<pjrt::Error> failed;
   {
     std::lock_guard<std::mutex> lock(events_mu);
-    for (auto& e : events)
-      if (device < 0 || e.first == device) waiting.push_back(e);
-    events.erase(std::remove_if(events.begin(), events.end(), [&](auto& e) { return device < 0 || e.first == device; }),
-                 events.end());
+    auto mine = [&](int d) { return device < 0 || d == device; };
+    for (auto& l : events)
+      if (mine(l.device)) waiting.push_back(l);
+    events.erase(std::remove_if(events.begin(), events.end(), [&](auto& l) { return mine(l.device); }), events.end());
+    for (auto& f : failures)
+      if (mine(f.first)) failed.push_back(f.second);
+    failures.erase(std::remove_if(failures.begin(), failures.end(), [&](auto& f) { return mine(f.first); }),
+                   failures.end());
   }
-  for (auto& e : waiting) e.second->await();
+  for (auto& l : waiting)  // wait for all, then raise the first error (never dropped)
+    if (auto e = failure_of(l)) failed.push_back(*e);
+  if (!failed.empty()) throw failed.front();
 }
 
 }  // namespace tpu

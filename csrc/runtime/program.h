@@ -55,7 +55,8 @@ std::recursive_mutex& contents_mutex();
 
 // A device buffer holding a scalar operand (pooled: the same values recur).
 std::shared_ptr<pjrt::Buffer> scalar_buffer(const Input& in, int device);
-// Remembers a launched program's completion event for synchronize().
-void track(int device, pjrt::Event done);
+// Remembers a launched program's completion event for synchronize(), which raises its error naming
+// `what` (the op, or the graph) if it failed.
+void track(int device, pjrt::Event done, std::string what);
 
 }  // namespace tpu
