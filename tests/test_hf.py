@@ -1,0 +1,59 @@
+"""Hugging Face Transformers models on tpu against CPU (tiny random configs, built offline): forward,
+loss and every gradient. GPT-2 ties its embedding and LM head; Mixtral routes with histc on int32;
+wav2vec2 uses weight norm."""
+import copy
+import warnings
+
+import pytest
+import torch
+
+import torch_tpu
+
+transformers = pytest.importorskip("transformers")
+
+
+def gpt2():
+    cfg = transformers.GPT2Config(vocab_size=100, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                                  bos_token_id=0, eos_token_id=0)
+    ids = torch.randint(0, 100, (2, 12))
+    return transformers.GPT2LMHeadModel(cfg), {"input_ids": ids, "labels": ids}, lambda out: out.loss
+
+
+def mixtral():
+    cfg = transformers.MixtralConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                     num_attention_heads=4, num_key_value_heads=2, num_local_experts=4,
+                                     num_experts_per_tok=2, max_position_embeddings=64)
+    ids = torch.randint(0, 100, (2, 12))
+    return transformers.MixtralForCausalLM(cfg), {"input_ids": ids, "labels": ids}, lambda out: out.loss
+
+
+def wav2vec2():
+    cfg = transformers.Wav2Vec2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+                                      conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+                                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)
+    proj = torch.randn(2, 39, 32)  # a loss whose gradients are far from zero
+    return (transformers.Wav2Vec2Model(cfg), {"input_values": torch.randn(2, 400)},
+            lambda out: (out.last_hidden_state * proj.to(out.last_hidden_state.device)).sum())
+
+
+@pytest.mark.parametrize("mode", ["strict", "fuse"])
+@pytest.mark.parametrize("build", [gpt2, mixtral, wav2vec2])
+def test_forward_loss_and_gradients_match_cpu(build, mode):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, inputs, loss_of = build()
+    model.eval()  # no dropout: both devices compute the same function
+    tpu_model = copy.deepcopy(model).to("tpu")
+    with torch_tpu.execution_mode(mode):
+        loss = loss_of(tpu_model(**{k: v.to("tpu") for k, v in inputs.items()}))
+        loss.backward()
+    expected = loss_of(model(**inputs))
+    expected.backward()
+    torch.testing.assert_close(loss.cpu(), expected, rtol=1e-5, atol=1e-5)
+    grads = [(n, p.grad, q.grad) for (n, p), q in zip(tpu_model.named_parameters(), model.parameters())]
+    scale = max(g.abs().max().item() for _, _, g in grads if g is not None)
+    for name, got, want in grads:
+        assert (got is None) == (want is None), name
+        if want is not None:  # relative to the model's largest gradient: some are exactly zero in theory
+            err = (got.cpu() - want).abs().max().item()
+            assert err <= 2e-5 * scale, f"{name}: gradient differs by {err:.3g} (largest gradient {scale:.3g})"
