@@ -57,3 +57,28 @@ def test_forward_loss_and_gradients_match_cpu(build, mode):
         if want is not None:  # relative to the model's largest gradient: some are exactly zero in theory
             err = (got.cpu() - want).abs().max().item()
             assert err <= 2e-5 * scale, f"{name}: gradient differs by {err:.3g} (largest gradient {scale:.3g})"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_from_pretrained_device_map_tpu_and_greedy_generate(tmp_path, dtype):
+    pytest.importorskip("accelerate")  # what makes device_map work
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                   tie_word_embeddings=True)
+    reference = transformers.LlamaForCausalLM(cfg)
+    reference.save_pretrained(tmp_path)  # safetensors
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = transformers.LlamaForCausalLM.from_pretrained(tmp_path, device_map="tpu", dtype=dtype)
+    p = next(model.parameters())
+    assert p.device.type == "tpu" and p.dtype == dtype
+    assert model.lm_head.weight is model.model.embed_tokens.weight  # still tied after loading
+    ids = torch.randint(0, 100, (1, 5))
+    reference = reference.to(dtype)
+    logits = model(ids.to("tpu")).logits
+    torch.testing.assert_close(logits.cpu().float(), reference(ids).logits.float(),
+                               **({"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {}))
+    got = model.generate(ids.to("tpu"), max_new_tokens=4, do_sample=False)
+    assert got.shape == (1, 9) and torch.equal(got[:, :5].cpu(), ids)
+    if dtype == torch.float32:  # in bfloat16, near-ties of random logits may round either way
+        assert torch.equal(got.cpu(), reference.generate(ids, max_new_tokens=4, do_sample=False))
