@@ -44,6 +44,7 @@ endif
 bench: build
 	$(PYTHON) bench/runtime.py
 	$(PYTHON) bench/eager.py
+	$(PYTHON) bench/generate.py
 
 clean:
 	rm -rf $(BUILD) torch_tpu/*.so
