@@ -113,19 +113,27 @@ def test_matmul_precision_is_part_of_the_key():
     lambda d: torch.full((2,), 1.5, device=d),
     lambda d: torch.tensor([3], device=d).true_divide(torch.tensor(2, device=d)),
 ])
-def test_default_dtype_decides_result_types_of_cached_ops(fn):
+@pytest.mark.parametrize("mode", ["strict", "fuse"])  # Fuse caches launch plans by the same key
+def test_default_dtype_decides_result_types_of_cached_ops(fn, mode):
     old = torch.get_default_dtype()
     try:
-        for dtype in (torch.float32, torch.float64, torch.float32):  # the op is cached after the first call
-            torch.set_default_dtype(dtype)
-            got, want = fn("tpu"), fn("cpu")
-            assert got.dtype == want.dtype == dtype
-            torch.testing.assert_close(got.cpu(), want)
+        with torch_tpu.execution_mode(mode):
+            for dtype in (torch.float32, torch.float64, torch.float32):  # the op is cached after the first call
+                torch.set_default_dtype(dtype)
+                got, want = fn("tpu"), fn("cpu")
+                assert got.dtype == want.dtype == dtype
+                torch.testing.assert_close(got.cpu(), want)
     finally:
         torch.set_default_dtype(old)
 
 
-def test_autocast_between_calls_of_a_cached_op():
+@pytest.mark.parametrize("mode", ["strict", "fuse"])
+def test_autocast_between_calls_of_a_cached_op(mode):
+    with torch_tpu.execution_mode(mode):
+        autocast_between_calls()
+
+
+def autocast_between_calls():
     a, b = torch.randn(8, 8), torch.randn(8, 8)
     ta, tb = a.to("tpu"), b.to("tpu")
     assert (ta @ tb).dtype == torch.float32
