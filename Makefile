@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BUILD := build
 
-.PHONY: build demo test bench opinfo clean
+.PHONY: build demo test bench compare opinfo clean
 
 $(STAMP): requirements.txt pyproject.toml setup.py
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
@@ -24,27 +24,43 @@ demo: build
 	$(PYTHON) examples/runtime_demo.py
 	$(PYTHON) examples/tiny_llama.py --device tpu --steps 60 --report
 
-# The suite in Strict mode, then what must also hold in Fuse mode (DeferAndFuse) again in that mode.
+# The suite in Strict mode, then what must also hold in Fuse mode (DeferAndFuse) again in that mode,
+# then the OpInfo slice through torch.compile(backend="tpu") (tests/test_compile.py covers both modes).
 FUSE_TESTS := tests/opinfo/test_opinfo_slice.py tests/test_training.py tests/test_views.py tests/test_execution.py tests/test_modules.py
 test: build
 	$(PYTHON) -m pytest -q tests
 	TORCH_TPU_DEFER_AND_FUSE=1 $(PYTHON) -m pytest -q $(FUSE_TESTS)
+	TORCH_TPU_OPINFO_COMPILE=1 $(PYTHON) -m pytest -q tests/opinfo/test_opinfo_slice.py
 
 # The full OpInfo conformance sweep (tens of minutes): rewrites docs/op_coverage.md. MODE=fuse runs it
-# in Fuse mode (DeferAndFuse) and adds that column to the report.
+# in Fuse mode (DeferAndFuse), MODE=compile through torch.compile(backend="tpu"); each adds its column
+# to the report.
 MODE ?= strict
+MODE_ENV_fuse := TORCH_TPU_DEFER_AND_FUSE=1
+MODE_ENV_compile := TORCH_TPU_OPINFO_COMPILE=1
 opinfo: build
-ifeq ($(MODE),fuse)
-	TORCH_TPU_DEFER_AND_FUSE=1 $(PYTHON) -m tests.opinfo.run --full --results build/opinfo/results-fuse.jsonl --no-report
-	$(PYTHON) -m tests.opinfo.report
-else
+ifeq ($(MODE),strict)
 	$(PYTHON) -m tests.opinfo.run --full
+else
+	$(MODE_ENV_$(MODE)) $(PYTHON) -m tests.opinfo.run --full --results build/opinfo/results-$(MODE).jsonl --no-report
+	$(PYTHON) -m tests.opinfo.report
 endif
 
 bench: build
 	$(PYTHON) bench/runtime.py
 	$(PYTHON) bench/eager.py
 	$(PYTHON) bench/generate.py
+
+# Train-step speed of every way to run the tiny Llama (PyTorch CPU eager, Inductor, JAX jit, tpu Strict,
+# Fuse and compiled). JAX lives in its own environment (.venv-bench), never in the project's.
+BENCH_VENV := .venv-bench
+$(BENCH_VENV)/.installed:
+	$(PY) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q numpy==2.4.6 jax==0.10.2 jaxlib==0.10.2
+	touch $@
+
+compare: build $(BENCH_VENV)/.installed
+	$(PYTHON) bench/compare.py --jax-python $(BENCH_VENV)/bin/python
 
 clean:
 	rm -rf $(BUILD) torch_tpu/*.so

@@ -200,8 +200,9 @@ class Progress:
         self.stream.flush()
 
 
-def train(device, steps, seed=0, batch_size=8, lr=3e-3, config=None, model=None, progress=False):
-    """Train for `steps` steps on `device` and return the per-step losses (floats).
+def train(device, steps, seed=0, batch_size=8, lr=3e-3, config=None, model=None, progress=False, compile=None):
+    """Train for `steps` steps on `device` and return the per-step losses (floats). `compile`: a
+    torch.compile backend name for the model's forward and backward (e.g. "tpu").
 
     The model is built on CPU under torch.manual_seed(seed), so its initial
     weights are the same whatever the device; batches come from a CPU
@@ -216,13 +217,14 @@ def train(device, steps, seed=0, batch_size=8, lr=3e-3, config=None, model=None,
     model = model.to(device)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    forward = torch.compile(model, backend=compile) if compile else model
     data = batches(load_corpus(), batch_size, cfg.seq_len, seed)
     bar = Progress(steps) if progress else None
     losses = []
     for step in range(1, steps + 1):
         x, y = next(data)
         x, y = x.to(device), y.to(device)
-        logits = model(x)
+        logits = forward(x)
         loss = F.cross_entropy(logits.view(-1, cfg.vocab_size), y.view(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -55,9 +55,11 @@ def _install_flush_hooks():
     step, so a training loop records the same graphs every step."""
     if _flush_hooks:
         return
+    import torch
     import torch.autograd
     from torch.optim.optimizer import register_optimizer_step_post_hook
 
+    @torch._disable_dynamo  # runs after a compiled optimizer step, never inside its graph
     def flush_if_fusing(*_):
         if _aten.mode() == "fuse":
             _aten.flush()

@@ -1,5 +1,5 @@
 """What the device did: ops dispatched, programs compiled (and by which op and Python line), cache
-hits, compile seconds, host syncs and CPU fallbacks. `report()` prints it (with the device memory
+hits, compile seconds, host syncs, CPU fallbacks, and why each torch.compile graph was captured. `report()` prints it (with the device memory
 torch_tpu holds); `counters()` returns it.
 
 Compile cache counters: cache.memory_hits, cache.memory_evictions, cache.disk_hits,
@@ -30,6 +30,19 @@ def _memory_lines():
     return lines
 
 
+def _compiled_graph_lines():
+    import sys
+    compiler = sys.modules.get("torch_tpu.compiler")
+    events = compiler.compile_events() if compiler else []
+    if not events:
+        return []
+    lines = ["  torch.compile graphs captured (why, where; * = compiled a new program):"]
+    for e in events:
+        lines.append(f"    {'*' if e['compiled'] else ' '} {e['graph']}: {e['reason']}" +
+                     (f" at {e['where']}" if e["where"] else ""))
+    return lines
+
+
 def report(file=None):
     c = counters()
     lines = ["torch_tpu metrics"]
@@ -46,6 +59,7 @@ def report(file=None):
     if fallbacks:
         lines.append("  CPU fallbacks, by op:")
         lines += [f"    {int(v):>5}  aten::{op}" for op, v in fallbacks]
+    lines += _compiled_graph_lines()
     lines += _memory_lines()
     text = "\n".join(lines)
     print(text, file=file)

@@ -2,6 +2,7 @@
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "aten/compiled.h"
 #include "aten/device.h"
 #include "aten/dispatch.h"
 #include "aten/generator.h"
@@ -78,6 +79,35 @@ PYBIND11_MODULE(_aten, m) {
     auto& st = aten::storage_of(t);
     if (st.pending && !st.contents().buffer) return false;  // recorded, not launched yet
     return !st.buffer || st.buffer->ready_event().is_ready();
+  });
+  // torch.compile (torch_tpu/compiler.py)
+  py::class_<aten::CompiledGraph, std::shared_ptr<aten::CompiledGraph>>(m, "CompiledGraph")
+      .def("mismatch", &aten::CompiledGraph::mismatch)
+      .def_property_readonly("name", [](const aten::CompiledGraph& g) { return g.captured ? g.captured->name : ""; });
+  m.def("capture_begin", [](const std::vector<at::Tensor>& inputs) {
+    py::gil_scoped_release r;
+    try {
+      return aten::capture_begin(inputs);
+    } catch (const pjrt::Error& e) {
+      aten::rethrow(e, "tpu: error in a recorded op");
+    }
+  });
+  m.def("capture_abort", &aten::capture_abort);
+  m.def("capture_end", [](aten::CompiledGraph& g, const std::vector<at::Tensor>& inputs, const std::vector<at::Tensor>& outputs) {
+    py::gil_scoped_release r;
+    try {
+      return aten::capture_end(g, inputs, outputs);
+    } catch (const pjrt::Error& e) {
+      aten::rethrow(e, "tpu: error in a compiled graph");
+    }
+  });
+  m.def("replay", [](const aten::CompiledGraph& g, const std::vector<at::Tensor>& inputs) {
+    py::gil_scoped_release r;
+    try {
+      return aten::replay(g, inputs);
+    } catch (const pjrt::Error& e) {
+      aten::rethrow(e, "tpu: error in " + g.captured->name);
+    }
   });
   m.def("storage_origin", [](const at::Tensor& t) { return aten::storage_of(t).origin; });
 }

@@ -489,4 +489,32 @@ std::string Client::default_compile_options() {
   return out;
 }
 
+std::string Client::option_overrides(const std::vector<std::pair<std::string, OptionValue>>& overrides) {
+  auto bytes = [](int field, const std::string& v) {
+    std::string out;
+    append_varint(out, (static_cast<uint64_t>(field) << 3) | 2);
+    append_varint(out, v.size());
+    return out + v;
+  };
+  std::string out;
+  for (const auto& [name, value] : overrides) {
+    std::string v;  // OptionOverrideProto { oneof: string 1, bool 2, int 3, double 4 }
+    if (auto* s = std::get_if<std::string>(&value)) {
+      v = bytes(1, *s);
+    } else if (auto* b = std::get_if<bool>(&value)) {
+      append_varint(v, (2 << 3) | 0);
+      append_varint(v, *b);
+    } else if (auto* i = std::get_if<int64_t>(&value)) {
+      append_varint(v, (3 << 3) | 0);
+      append_varint(v, static_cast<uint64_t>(*i));
+    } else {
+      double d = std::get<double>(value);
+      append_varint(v, (4 << 3) | 1);
+      v.append(reinterpret_cast<const char*>(&d), sizeof(d));
+    }
+    out += bytes(7, bytes(1, name) + bytes(2, v));  // map entry { key 1, value 2 }
+  }
+  return out;
+}
+
 }  // namespace tpu::pjrt

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "core/dtype.h"
@@ -154,6 +155,10 @@ class Client {
 
   // A serialized CompileOptionsProto asking for one replica and one partition.
   static std::string default_compile_options();
+  // XLA option overrides (name -> a bool, int, double or string value) as CompileOptionsProto field 7
+  // (env_option_overrides): appended to serialized options, they apply on top of XLA's defaults.
+  using OptionValue = std::variant<bool, int64_t, double, std::string>;
+  static std::string option_overrides(const std::vector<std::pair<std::string, OptionValue>>& overrides);
 
  private:
   ClientRef state_;

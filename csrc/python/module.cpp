@@ -185,6 +185,10 @@ PYBIND11_MODULE(_C, m) {
     return result;
   }, py::arg("program"), py::arg("args"), py::arg("donated") = std::vector<bool>{}, py::arg("device") = 0);
 
+  m.def("set_compile_overrides", [](const std::vector<std::pair<std::string, pjrt::Client::OptionValue>>& overrides) {
+    CompileCache::set_thread_overrides(pjrt::Client::option_overrides(overrides));
+  });
+  m.def("set_compiles_forbidden", &CompileCache::set_compiles_forbidden);
   m.def("metrics", [] {
     py::dict d;
     for (const auto& [k, v] : metrics::snapshot()) d[py::str(k)] = v;

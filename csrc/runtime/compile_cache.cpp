@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -91,16 +92,29 @@ CompileCache::CompileCache(const pjrt::Client& client, std::string disk_dir, std
                            WarnFn warn)
     : client_(client), dir_(std::move(disk_dir)), fingerprint_(std::move(fingerprint)),
       options_(pjrt::Client::default_compile_options()), warn_(std::move(warn)),
-      capacity_(capacity_from_env()) {}
+      capacity_(capacity_from_env()) {
+  if (const char* d = std::getenv("TORCH_TPU_DUMP_DIR"); d && *d) dump_dir_ = d;
+}
+
+namespace {
+thread_local std::string thread_overrides;
+std::atomic<bool> compiles_forbidden{false};
+}  // namespace
+
+void CompileCache::set_thread_overrides(std::string overrides) { thread_overrides = std::move(overrides); }
+void CompileCache::set_compiles_forbidden(bool forbidden) { compiles_forbidden = forbidden; }
 
 size_t CompileCache::memory_entries() const {
   std::lock_guard<std::mutex> lock(mu_);
   return memory_.size();
 }
 
-std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
+std::shared_ptr<const Compiled> CompileCache::get(const std::string& program_key,
                                                   const std::function<Program()>& make_program,
                                                   const std::string& origin) {
+  std::string with_overrides;
+  if (!thread_overrides.empty()) with_overrides = program_key + '\0' + thread_overrides;
+  const std::string& key = thread_overrides.empty() ? program_key : with_overrides;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = memory_.find(key); it != memory_.end()) {
@@ -113,7 +127,7 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& key,
   // on copies of device tensors). Two threads missing the same key both compile; the first one stays.
   Program program = make_program();
   auto compiled = std::make_shared<const Compiled>(
-      Compiled{load_or_compile(program.text, program.origin.empty() ? origin : program.origin),
+      Compiled{load_or_compile(program.text, options_ + thread_overrides, program.origin.empty() ? origin : program.origin),
                main_parameters(program.text), std::move(program.results)});
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = memory_.find(key); it != memory_.end()) return it->second.compiled;
@@ -133,12 +147,12 @@ void CompileCache::clear_memory() {
   recent_.clear();
 }
 
-std::shared_ptr<pjrt::Executable> CompileCache::load_or_compile(const std::string& program,
+std::shared_ptr<pjrt::Executable> CompileCache::load_or_compile(const std::string& program, const std::string& options,
                                                                 const std::string& origin) {
   std::string path, key;
   bool writable = false;
   if (!dir_.empty()) {
-    key = program + '\0' + options_ + '\0' + fingerprint_;
+    key = program + '\0' + options + '\0' + fingerprint_;
     path = (fs::path(dir_) / (sha256_hex(key) + ".pjrt")).string();
     try {
       if (auto exe = read_disk(path, key, writable)) return exe;
@@ -150,8 +164,14 @@ std::shared_ptr<pjrt::Executable> CompileCache::load_or_compile(const std::strin
       writable = false;
     }
   }
+  if (compiles_forbidden)
+    throw pjrt::Error(pjrt::abi::ErrorCode::FAILED_PRECONDITION,
+                      "tpu: a new program must be compiled inside torch_tpu.no_recompile(): " +
+                          (origin.empty() ? std::string("(origin unknown)") : origin) +
+                          ". Warm up with the same shapes and arguments first, or leave the block.");
+  if (!dump_dir_.empty()) dump(program, program + '\0' + options, origin);
   auto t0 = std::chrono::steady_clock::now();
-  std::shared_ptr<pjrt::Executable> exe = client_.compile(program, options_);
+  std::shared_ptr<pjrt::Executable> exe = client_.compile(program, options);
   double secs = seconds_since(t0);
   metrics::add("compiles");
   metrics::add("compile_seconds", secs);
@@ -164,6 +184,17 @@ std::shared_ptr<pjrt::Executable> CompileCache::load_or_compile(const std::strin
     }
   }
   return exe;
+}
+
+void CompileCache::dump(const std::string& program, const std::string& key, const std::string& origin) {
+  try {
+    fs::create_directories(dump_dir_);
+    std::string hash = sha256_hex(key).substr(0, 16);
+    std::ofstream out(fs::path(dump_dir_) / (hash + ".mlir"));
+    out << "// torch_tpu program " << hash << "\n// compiled for: " << origin << "\n" << program;
+  } catch (const std::exception& e) {
+    warn_("torch_tpu: cannot write to TORCH_TPU_DUMP_DIR=" + dump_dir_ + " (" + e.what() + ")");
+  }
 }
 
 std::shared_ptr<pjrt::Executable> CompileCache::read_disk(const std::string& path, const std::string& key,

@@ -7,7 +7,8 @@
 // checksum and is written atomically (temp file + rename); on load it is used only when intact and
 // written for the same key. A corrupt, foreign, unreadable or old-format entry is recompiled (and
 // overwritten, with a warning); an entry path that is not a regular file is skipped. Every compile,
-// hit and second is counted in metrics.
+// hit and second is counted in metrics. With TORCH_TPU_DUMP_DIR set, each compile also writes its
+// StableHLO text there, headed by its key hash and origin.
 #pragma once
 #include <functional>
 #include <list>
@@ -47,6 +48,12 @@ class CompileCache {
   std::shared_ptr<const Compiled> get(const std::string& key, const std::function<Program()>& make_program,
                                       const std::string& origin = "");
   void clear_memory();
+
+  // XLA option overrides for programs compiled by this thread (pjrt::Client::option_overrides bytes;
+  // part of the key): torch.compile(..., options=...).
+  static void set_thread_overrides(std::string overrides);
+  // While forbidden, a compile (a memory and disk miss) raises instead (torch_tpu.no_recompile()).
+  static void set_compiles_forbidden(bool forbidden);
   const std::string& disk_dir() const { return dir_; }
   size_t memory_entries() const;                // executables held in memory now
   size_t memory_capacity() const { return capacity_; }
@@ -55,13 +62,16 @@ class CompileCache {
   static size_t capacity_from_env();
 
  private:
-  std::shared_ptr<pjrt::Executable> load_or_compile(const std::string& program, const std::string& origin);
+  std::shared_ptr<pjrt::Executable> load_or_compile(const std::string& program, const std::string& options,
+                                                    const std::string& origin);
+  void dump(const std::string& program, const std::string& key, const std::string& origin);
   // `writable`: false when the entry path must be left alone (not a regular file).
   std::shared_ptr<pjrt::Executable> read_disk(const std::string& path, const std::string& key, bool& writable);
   void write_disk(const std::string& path, const std::string& key, const std::string& bytes);
 
   const pjrt::Client& client_;
   std::string dir_, fingerprint_, options_;
+  std::string dump_dir_;  // TORCH_TPU_DUMP_DIR: every compiled program's text, key and origin
   WarnFn warn_;
   mutable std::mutex mu_;
   size_t capacity_;

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "runtime/capture.h"
 #include "runtime/metrics.h"
 #include "runtime/program.h"
 #include "runtime/runtime.h"
@@ -38,6 +39,7 @@ struct Graph {
   std::vector<Input> scalars;                           // argument -> its scalar
   std::vector<hlo::TensorType> types;                   // argument -> its type
   std::unordered_map<const pjrt::Buffer*, int> arg_of;  // one argument per distinct buffer
+  std::vector<Captured::Source> source;                 // argument -> Seed/Counter of a random op, else Constant
   std::string key;                                      // the nodes' signatures, wired: built as recorded
 };
 
@@ -65,16 +67,14 @@ int add_arg(Graph& g, std::shared_ptr<pjrt::Buffer> buffer, const Input& scalar,
   g.buffers.push_back(std::move(buffer));
   g.scalars.push_back(scalar);
   g.types.push_back(type);
+  g.source.push_back(Captured::Source::Constant);
   return a;
 }
 
-void flush_locked(int device) {
-  if (device >= static_cast<int>(graphs.size()) || graphs[device].nodes.empty()) return;
-  Graph g = std::move(graphs[device]);
-  graphs[device] = Graph();
-
-  // Outputs: the pending values something besides later nodes of this graph still holds.
-  std::vector<std::shared_ptr<Pending>> all, live;
+// The values a flush must output: the pending outputs that something besides later nodes of this
+// graph still holds (`all`: every pending output still alive).
+std::vector<std::shared_ptr<Pending>> live_outputs(const Graph& g, std::vector<std::shared_ptr<Pending>>& all) {
+  std::vector<std::shared_ptr<Pending>> live;
   for (auto& n : g.nodes)
     for (auto& o : n->outputs)
       if (auto sp = o.lock()) {
@@ -82,80 +82,123 @@ void flush_locked(int device) {
         all.push_back(sp);
         if (needed) live.push_back(sp);
       }
-  // An argument buffer that only this graph still holds, replaced in its storage by a live output of
-  // the same type, is donated to that output (in-place updates do not double memory).
-  std::vector<int> alias(g.buffers.size(), -1);
+  return live;
+}
+
+std::string graph_name(const Graph& g) {
+  return "graph of " + std::to_string(g.nodes.size()) + " ops ending with " + g.nodes.back()->call.known_where();
+}
+
+// The graph as one program (through the compile cache): argument a is donated to output alias[a] (-1: not).
+std::shared_ptr<const Compiled> compile(Graph& g, const std::vector<std::shared_ptr<Pending>>& live,
+                                        const std::vector<int>& alias) {
   std::string key = std::move(g.key);
   auto put = [&](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof(v)); };
   key += "|out";
   for (size_t j = 0; j < live.size(); ++j) {
-    const Pending& pd = *live[j];
-    put(static_cast<int64_t>(pd.node));
-    put(static_cast<int64_t>(pd.output));
-    int a = pd.donor, donor = -1;
-    if (a >= 0 && alias[a] < 0 && g.buffers[a].use_count() == 1) alias[donor = a] = static_cast<int>(j);
-    put(donor);
+    put(static_cast<int64_t>(live[j]->node));
+    put(static_cast<int64_t>(live[j]->output));
   }
-  if (live.empty()) return;  // nothing recorded is still needed
-  std::string last = g.nodes.back()->call.known_where();
-  try {
-    Runtime& rt = Runtime::get();
-    auto make = [&] {
-      hlo::Module m;
-      hlo::Values argv;
-      for (size_t a = 0; a < g.types.size(); ++a) argv.push_back(m.arg(g.types[a], alias[a]));
-      hlo::Builder& b = m.builder();
-      std::vector<hlo::Values> outs(g.nodes.size());
-      for (size_t i = 0; i < g.nodes.size(); ++i) {
-        Node& n = *g.nodes[i];
-        hlo::Values params(n.sources.size());
-        for (size_t q = 0; q < n.sources.size(); ++q) {
-          const Source& s = n.sources[q];
-          params[q] = s.pending ? outs[s.pending->node][s.pending->output]
-                      : s.zero  ? b.splat(n.params.type[q], 0)
-                                : argv[s.arg];
-        }
-        try {
-          outs[i] = emit(b, n.call, n.params, params, n.results);
-        } catch (const hlo::Error& e) {
-          throw hlo::Error("tpu: lowering aten::" + n.call.known_where() + " failed: " + e.what());
-        }
+  for (int a : alias) put(a);
+  return Runtime::get().cache().get(key, [&] {
+    hlo::Module m;
+    hlo::Values argv;
+    for (size_t a = 0; a < g.types.size(); ++a) argv.push_back(m.arg(g.types[a], alias[a]));
+    hlo::Builder& b = m.builder();
+    std::vector<hlo::Values> outs(g.nodes.size());
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      Node& n = *g.nodes[i];
+      hlo::Values params(n.sources.size());
+      for (size_t q = 0; q < n.sources.size(); ++q) {
+        const Source& s = n.sources[q];
+        params[q] = s.pending ? outs[s.pending->node][s.pending->output]
+                    : s.zero  ? b.splat(n.params.type[q], 0)
+                              : argv[s.arg];
       }
-      hlo::Values ret;
-      std::vector<hlo::TensorType> types;
-      for (auto& pd : live) {
-        ret.push_back(outs[pd->node][pd->output]);
-        types.push_back(ret.back().type);
+      try {
+        outs[i] = emit(b, n.call, n.params, params, n.results);
+      } catch (const hlo::Error& e) {
+        throw hlo::Error("tpu: lowering aten::" + n.call.known_where() + " failed: " + e.what());
       }
-      m.ret(ret);
-      // a compile: worth locating the Python line that cut the graph (this thread's, usually the user's)
-      auto locate = g.nodes.back()->call.locate;
-      std::string cut = locate ? locate() : "";
-      return Program{m.str(), types, "graph of " + std::to_string(g.nodes.size()) + " ops ending with " + last +
-                                         (cut.empty() ? "" : ", cut at " + cut)};
-    };
-    auto compiled = rt.cache().get(key, make);
-
-    std::vector<std::shared_ptr<pjrt::Buffer>> hold;
-    std::vector<const pjrt::Buffer*> args;
-    std::vector<bool> donated;
-    for (size_t a = 0; a < g.buffers.size(); ++a) {
-      hold.push_back(g.buffers[a] ? g.buffers[a] : scalar_buffer(g.scalars[a], device));
-      args.push_back(hold.back().get());
-      donated.push_back(alias[a] >= 0);
     }
-    g.buffers.clear();
-    pjrt::Event done(nullptr, nullptr);
-    std::vector<pjrt::Buffer> outs = compiled->exe->execute(args, rt.device(device), donated, &done);
-    metrics::count(metrics::Executions);
-    track(device, std::move(done), "graph of " + std::to_string(g.nodes.size()) + " ops ending with " + last);
+    hlo::Values ret;
+    std::vector<hlo::TensorType> types;
+    for (auto& pd : live) {
+      ret.push_back(outs[pd->node][pd->output]);
+      types.push_back(ret.back().type);
+    }
+    m.ret(ret);
+    // a compile: worth locating the Python line that cut the graph (this thread's, usually the user's)
+    auto locate = g.nodes.back()->call.locate;
+    std::string cut = locate ? locate() : "";
+    return Program{m.str(), types, graph_name(g) + (cut.empty() ? "" : ", cut at " + cut)};
+  });
+}
+
+// Runs `compiled` on `args` (a null buffer: the scalar of that argument) and returns its outputs.
+std::vector<pjrt::Buffer> execute(const Compiled& compiled, int device, const std::vector<std::shared_ptr<pjrt::Buffer>>& buffers,
+                                  const std::vector<Input>& scalars, const std::vector<bool>& donated, std::string what) {
+  std::vector<std::shared_ptr<pjrt::Buffer>> hold;
+  std::vector<const pjrt::Buffer*> args;
+  for (size_t a = 0; a < buffers.size(); ++a) {
+    hold.push_back(buffers[a] ? buffers[a] : scalar_buffer(scalars[a], device));
+    args.push_back(hold.back().get());
+  }
+  Runtime& rt = Runtime::get();
+  pjrt::Event done(nullptr, nullptr);
+  std::vector<pjrt::Buffer> outs = compiled.exe->execute(args, rt.device(device), donated, &done);
+  metrics::count(metrics::Executions);
+  track(device, std::move(done), std::move(what));
+  return outs;
+}
+
+// Compiles and runs graph `g`, filling its `live` pending outputs (or, if that fails, the error of
+// every output in `all`). Donates an argument buffer that only this graph still holds, replaced in its
+// storage by a live output of the same type, to that output (in-place updates do not double memory).
+std::shared_ptr<const Compiled> run(Graph& g, int device, const std::vector<std::shared_ptr<Pending>>& all,
+                                    const std::vector<std::shared_ptr<Pending>>& live, bool donate = true) {
+  if (live.empty()) return nullptr;  // nothing recorded is still needed
+  std::vector<int> alias(g.buffers.size(), -1);
+  for (size_t j = 0; j < live.size() && donate; ++j)
+    if (int a = live[j]->donor; a >= 0 && alias[a] < 0 && g.buffers[a].use_count() == 1) alias[a] = static_cast<int>(j);
+  std::string what = graph_name(g);
+  try {
+    auto compiled = compile(g, live, alias);
+    std::vector<bool> donated;
+    for (int a : alias) donated.push_back(a >= 0);
+    auto outs = execute(*compiled, device, std::move(g.buffers), g.scalars, donated, what);
     for (size_t j = 0; j < live.size(); ++j) live[j]->buffer = std::make_shared<pjrt::Buffer>(std::move(outs[j]));
+    return compiled;
   } catch (const std::exception& e) {
     std::string msg = e.what();
     for (auto& pd : all) pd->error = msg;
     if (auto* pe = dynamic_cast<const pjrt::Error*>(&e)) throw pjrt::Error(pe->code, msg);
     throw pjrt::Error(pjrt::abi::ErrorCode::INVALID_ARGUMENT, msg);
   }
+}
+
+// A capture in progress on a device (torch.compile): the buffers its inputs held when it began, and
+// why it cannot be replayed (a flush cut it: a host read inside the graph).
+struct Capture {
+  bool active = false;
+  std::vector<const pjrt::Buffer*> input_buffers;
+  std::string broken;
+  Mode previous = Mode::Strict;
+};
+std::vector<Capture> captures;  // per device
+
+Capture* capturing(int device) {
+  return device < static_cast<int>(captures.size()) && captures[device].active ? &captures[device] : nullptr;
+}
+
+void flush_locked(int device) {
+  if (device >= static_cast<int>(graphs.size()) || graphs[device].nodes.empty()) return;
+  Graph g = std::move(graphs[device]);
+  graphs[device] = Graph();
+  if (Capture* c = capturing(device); c && c->broken.empty())
+    c->broken = "the graph was cut (a host read, or an op run outside it) after " + g.nodes.back()->call.known_where();
+  std::vector<std::shared_ptr<Pending>> all, live = live_outputs(g, all);
+  run(g, device, all, live);
 }
 
 }  // namespace
@@ -167,7 +210,8 @@ std::recursive_mutex& contents_mutex() {
 
 Launched record(OpCall& c, const InferResults& infer_results) {
   std::lock_guard<std::recursive_mutex> lock(contents_mutex());
-  if (static_cast<int>(graphs.size()) > c.device && graphs[c.device].nodes.size() >= max_ops()) flush_locked(c.device);
+  if (static_cast<int>(graphs.size()) > c.device && graphs[c.device].nodes.size() >= max_ops() && !capturing(c.device))
+    flush_locked(c.device);
   for (const Input& in : c.inputs)
     if (in.storage) in.storage->settle(in.view.dtype);
   for (const Write& w : c.writes)
@@ -214,6 +258,12 @@ Launched record(OpCall& c, const InferResults& infer_results) {
     }
   }
 
+  if (c.rule->random) {  // its seed and counter: the last two inputs, drawn afresh on every replay
+    size_t n = c.inputs.size();
+    g.source[node->sources[p.of_input[n - 2]].arg] = Captured::Source::Seed;
+    g.source[node->sources[p.of_input[n - 1]].arg] = Captured::Source::Counter;
+  }
+
   Launched result;
   result.types = node->results;
   auto written = written_storages(c, p);
@@ -248,6 +298,124 @@ void flush(int device) {
   std::lock_guard<std::recursive_mutex> lock(contents_mutex());
   if (device >= 0) return flush_locked(device);
   for (size_t d = 0; d < graphs.size(); ++d) flush_locked(static_cast<int>(d));
+}
+
+void begin_capture(int device, const std::vector<Storage*>& inputs) {
+  std::lock_guard<std::recursive_mutex> lock(contents_mutex());
+  flush();
+  if (static_cast<int>(captures.size()) <= device) captures.resize(device + 1);
+  Capture& cap = captures[device];
+  cap = Capture();
+  for (Storage* st : inputs) cap.input_buffers.push_back(st->ready().get());
+  cap.previous = current_mode;
+  cap.active = true;
+  current_mode = Mode::Fuse;
+}
+
+void abort_capture(int device) {
+  std::lock_guard<std::recursive_mutex> lock(contents_mutex());
+  if (Capture* cap = capturing(device)) {
+    cap->active = false;
+    current_mode = cap->previous;
+  }
+}
+
+std::shared_ptr<Captured> end_capture(int device, const std::vector<Storage*>& inputs,
+                                      const std::vector<Storage*>& outputs, std::string& why) {
+  std::lock_guard<std::recursive_mutex> lock(contents_mutex());
+  Capture cap = *capturing(device);
+  abort_capture(device);
+  why = cap.broken;
+  if (!why.empty() || device >= static_cast<int>(graphs.size()) || graphs[device].nodes.empty()) {
+    if (why.empty()) why = "the graph records no tpu op";
+    flush_locked(device);
+    return nullptr;
+  }
+  Graph g = std::move(graphs[device]);
+  graphs[device] = Graph();
+  auto captured = std::make_shared<Captured>();
+  captured->device = device;
+  captured->name = "compiled " + graph_name(g);
+  std::vector<std::shared_ptr<Pending>> all, live = live_outputs(g, all);
+  auto input_of = [&](const pjrt::Buffer* buffer) {
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (buffer && cap.input_buffers[i] == buffer) return static_cast<int>(i);
+    return -1;
+  };
+  for (size_t a = 0; a < g.buffers.size(); ++a) {
+    Captured::Arg& arg = captured->args.emplace_back();
+    arg.source = g.source[a];
+    arg.input = input_of(g.buffers[a].get());
+    if (arg.input >= 0) arg.source = Captured::Source::Input;
+    arg.buffer = arg.input >= 0 ? nullptr : g.buffers[a];
+    arg.scalar = g.scalars[a];
+  }
+  captured->written_inputs.resize(live.size());
+  for (size_t j = 0; j < live.size(); ++j) {
+    captured->dtypes.push_back(DType::U8);
+    bool held = false;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i]->pending == live[j]) {
+        captured->written_inputs[j].push_back(static_cast<int>(i));
+        captured->dtypes[j] = inputs[i]->dtype;
+        held = true;
+      }
+    for (Storage* st : outputs)
+      if (st->pending == live[j]) held = true, captured->dtypes[j] = st->dtype;
+    if (!held && why.empty()) why = "a value it computes is kept outside its inputs and outputs";
+  }
+  for (Storage* st : outputs) {
+    int slot = -1;
+    for (size_t j = 0; j < live.size(); ++j)
+      if (st->pending == live[j]) slot = static_cast<int>(j);
+    if (slot < 0) {
+      int i = st->pending ? -1 : input_of(st->buffer.get());
+      if (i < 0 || inputs[i]->pending) {
+        if (why.empty()) why = "an output is neither computed by the graph nor an unchanged input";
+      } else {
+        slot = -1 - i;
+      }
+    }
+    captured->output_storage.push_back(slot);
+  }
+  // This call's results: the recorded pendings, computed by the program every replay runs (which
+  // donates nothing: its arguments belong to the caller's tensors).
+  if (live.empty() && why.empty()) why = "the graph computes nothing";
+  captured->program = run(g, device, all, live, !why.empty());
+  return why.empty() ? captured : nullptr;
+}
+
+std::vector<std::shared_ptr<pjrt::Buffer>> replay(const Captured& c, const std::vector<Storage*>& inputs,
+                                                  const DrawRandom& draw) {
+  std::lock_guard<std::recursive_mutex> lock(contents_mutex());
+  std::vector<std::shared_ptr<pjrt::Buffer>> buffers;
+  std::vector<Input> scalars;
+  std::pair<uint64_t, uint64_t> random{0, 0};
+  for (const Captured::Arg& arg : c.args) {
+    scalars.push_back(arg.scalar);
+    switch (arg.source) {
+      case Captured::Source::Input: buffers.push_back(inputs[arg.input]->ready()); break;
+      case Captured::Source::Constant: buffers.push_back(arg.buffer); break;
+      case Captured::Source::Seed:
+        random = draw();
+        scalars.back() = Input::integer(static_cast<int64_t>(random.first));
+        buffers.push_back(nullptr);
+        break;
+      case Captured::Source::Counter:
+        scalars.back() = Input::integer(static_cast<int64_t>(random.second));
+        buffers.push_back(nullptr);
+        break;
+    }
+  }
+  auto outs = execute(*c.program, c.device, buffers, scalars, std::vector<bool>(buffers.size(), false), c.name);
+  std::vector<std::shared_ptr<pjrt::Buffer>> out(outs.size());
+  for (size_t j = 0; j < outs.size(); ++j) {
+    out[j] = std::make_shared<pjrt::Buffer>(std::move(outs[j]));
+    for (int i : c.written_inputs[j]) inputs[i]->assign({out[j], nullptr}, c.dtypes[j], c.name);
+  }
+  std::vector<std::shared_ptr<pjrt::Buffer>> result;
+  for (int slot : c.output_storage) result.push_back(slot >= 0 ? out[slot] : nullptr);
+  return result;
 }
 
 void set_mode(Mode m) {

@@ -20,6 +20,7 @@ Statuses:
   none that CPU accepts) / crash, timeout (recorded by run.py when the worker dies or hangs).
 """
 import collections
+import os
 import contextlib
 import itertools
 import re
@@ -34,6 +35,9 @@ from torch_tpu import metrics
 from .core_extra import OPS as CORE_EXTRA
 
 TPU = "tpu"
+# TORCH_TPU_OPINFO_COMPILE=1 (`make opinfo MODE=compile`): the tpu calls of forward and backward cases
+# run through torch.compile(backend="tpu"), so each sample is one captured and replayed program.
+COMPILE = os.environ.get("TORCH_TPU_OPINFO_COMPILE") == "1"
 TARGET_DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool,
                  torch.float64, torch.complex64]  # the XLA CPU plugin supports both of the last two
 BACKWARD_DTYPES = [torch.float32, torch.bfloat16]
@@ -418,6 +422,16 @@ class Runner:
         self.record = record
         self.record_bw = set() if record is not None else None
 
+    def compiled(self, fn):
+        """fn on tpu tensors: itself, or (TORCH_TPU_OPINFO_COMPILE=1) compiled with backend "tpu" and
+        called twice, so that the result compared is a replay of the captured program."""
+        if not COMPILE:
+            return fn()
+        torch._dynamo.reset()
+        compiled = torch.compile(fn, backend="tpu")
+        compiled()
+        return compiled()
+
     def calls(self, sample):
         """The sample on tpu and on CPU. A call without tensor arguments (a factory function) creates
         its result on the default device, so the tpu call runs with tpu as the default device."""
@@ -459,7 +473,7 @@ class Runner:
             expected = op(cpu.input, *cpu.args, **cpu.kwargs)
         except Exception as e:  # noqa: BLE001
             return self.expect_same_error(e, lambda: op(dev.input, *dev.args, **dev.kwargs))
-        actual = self.tpu(lambda: op(dev.input, *dev.args, **dev.kwargs))
+        actual = self.tpu(lambda: self.compiled(lambda: op(dev.input, *dev.args, **dev.kwargs)))
         if self.name in GAUGE_OPS:
             actual, expected = dev.post(actual), cpu.post(expected)
         if self.name in TIE_INDEX_OPS and self.dtype != "-":
@@ -550,7 +564,7 @@ class Runner:
             raise Skip("no differentiable output")
         grads = torch.autograd.grad(loss, cpu_leaves, allow_unused=True)
 
-        out = self.tpu(lambda: dev.post(op(dev.input, *dev.args, **dev.kwargs)))
+        out = self.tpu(lambda: dev.post(self.compiled(lambda: op(dev.input, *dev.args, **dev.kwargs))))
         dev_loss = loss_of(out)
         if dev_loss is None:
             raise Mismatch("tpu output does not require grad")

@@ -106,9 +106,13 @@ def git_commit():
         return "?"
 
 
-def fuse_results_path(results_path):
-    """The same sweep run in Fuse mode (`make opinfo MODE=fuse`) lies beside the Strict one."""
-    return results_path.replace(".jsonl", "-fuse.jsonl")
+# The same sweep rerun in other execution modes (`make opinfo MODE=fuse|compile`) lies beside the
+# Strict one; each adds a pass-rate column.
+MODES = {"fuse": "Fuse", "compile": "Compiled"}
+
+
+def mode_results_path(results_path, mode):
+    return results_path.replace(".jsonl", f"-{mode}.jsonl")
 
 
 def group_by_variant(results):
@@ -119,7 +123,7 @@ def group_by_variant(results):
     return groups
 
 
-def render(results, meta, fuse=None):
+def render(results, meta, modes=None):
     import torch
     import torch_tpu
 
@@ -163,20 +167,29 @@ def render(results, meta, fuse=None):
     # totals ------------------------------------------------------------------------------------
     w("## Totals")
     w("")
-    if fuse:
-        w(f"The last column reruns the same sweep in Fuse mode (DeferAndFuse, `make opinfo MODE=fuse`, "
-          f"{len(fuse)} cases).")
+    modes = modes or {}
+    for mode, rows in modes.items():
+        w(f"Column \"{MODES[mode]} pass rate\" reruns the same sweep with `make opinfo MODE={mode}` ({len(rows)} cases"
+          + ("; forward and backward calls through `torch.compile(backend=\"tpu\")`, each compared on a replay)." if mode == "compile"
+             else "; DeferAndFuse).") )
+    if modes:
         w("")
-    w("| variant | dtype | cases | pass | fail | cpu-fallback | crash/hang | not on CPU | no samples | pass rate | pass or fallback | Fuse pass rate |")
-    w("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    extra = "".join(f" {MODES[m]} pass rate |" for m in modes)
+    w("| variant | dtype | cases | pass | fail | cpu-fallback | crash/hang | not on CPU | no samples | pass rate | pass or fallback |" + extra)
+    w("|---|---|---|---|---|---|---|---|---|---|---|" + "---|" * len(modes))
     groups = group_by_variant(results)
-    fuse_groups = group_by_variant(fuse or [])
-    fuse_summary = collections.defaultdict(collections.Counter)
-    for key, c in fuse_groups.items():
-        fuse_summary[key[0]].update(c)
+    mode_groups = {m: group_by_variant(rows) for m, rows in modes.items()}
+    mode_summary = {m: collections.defaultdict(collections.Counter) for m in modes}
+    for m, g in mode_groups.items():
+        for key, c in g.items():
+            mode_summary[m][key[0]].update(c)
 
-    def fuse_rate(c):
+    def rate(c):
         return pct(c["pass"], sum(c[s] for s in RAN)) if c else "-"
+
+    def mode_rates(key, bold=False):
+        table = mode_summary if bold else mode_groups
+        return "".join(f" {'**' if bold else ''}{rate(table[m].get(key))}{'**' if bold else ''} |" for m in modes)
     order = [("forward", d) for d in FORWARD_DTYPES] + [("backward", d) for d in BACKWARD_DTYPES] + \
         [("inplace", ""), ("out", ""), ("error", "")]
     order += [k for k in groups if k not in order]
@@ -188,14 +201,14 @@ def render(results, meta, fuse=None):
         ran = sum(c[s] for s in RAN)
         w(f"| {key[0]} | {key[1] or 'all'} | {sum(c.values())} | {c['pass']} | {c['fail']} | {c['cpu-fallback']} | "
           f"{c['crash'] + c['timeout']} | {c['not-supported-on-cpu']} | {c['no-samples']} | {pct(c['pass'], ran)} | "
-          f"{pct(c['pass'] + c['cpu-fallback'], ran)} | {fuse_rate(fuse_groups.get(key))} |")
+          f"{pct(c['pass'] + c['cpu-fallback'], ran)} |" + mode_rates(key))
         s = summary.setdefault(key[0], collections.Counter())
         s.update(c)
     for variant, c in summary.items():
         ran = sum(c[s] for s in RAN)
         w(f"| **{variant}** | **all** | {sum(c.values())} | {c['pass']} | {c['fail']} | {c['cpu-fallback']} | "
           f"{c['crash'] + c['timeout']} | {c['not-supported-on-cpu']} | {c['no-samples']} | **{pct(c['pass'], ran)}** | "
-          f"{pct(c['pass'] + c['cpu-fallback'], ran)} | **{fuse_rate(fuse_summary.get(variant))}** |")
+          f"{pct(c['pass'] + c['cpu-fallback'], ran)} |" + mode_rates(variant, bold=True))
     by_op = collections.defaultdict(list)
     for r in results:
         by_op[r["op"]].append(r)
@@ -365,9 +378,9 @@ def md(text):
 
 def write(results_path=DEFAULT_RESULTS, out_path=os.path.join(ROOT, "docs", "op_coverage.md")):
     results, meta = load(results_path)
-    fuse_path = fuse_results_path(results_path)
-    fuse = load(fuse_path)[0] if os.path.exists(fuse_path) else None
-    text = render(results, meta, fuse)
+    modes = {m: load(mode_results_path(results_path, m))[0] for m in MODES
+             if os.path.exists(mode_results_path(results_path, m))}
+    text = render(results, meta, modes)
     with open(out_path, "w") as f:
         f.write(text)
     return text
