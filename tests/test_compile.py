@@ -305,3 +305,24 @@ def test_fail_on_recompile_and_dump_dir(tmp_path, mode):
     assert "changed from float32[3] to float32[4]" in proc.stdout
     texts = [p.read_text() for p in dump.glob("*.mlir")]
     assert any("compiled for: graph of 2 ops ending with add" in t and "stablehlo.sine" in t for t in texts), texts
+
+
+def test_replay_donates_inputs_updated_in_place():
+    def update(p, g):
+        p.mul_(0.5).add_(g)
+
+    step = torch.compile(update, backend="tpu")
+    n = 1 << 20  # 4 MiB of float32 each
+    p, g = torch.ones(n, device="tpu"), torch.ones(n, device="tpu")
+    step(p, g)  # capture (donates nothing: the caller's buffers)
+    torch.tpu.synchronize()
+    base = torch.tpu.memory_allocated()
+    torch.tpu.reset_peak_memory_stats()
+    for _ in range(3):
+        step(p, g)
+    torch.tpu.synchronize()
+    assert torch.tpu.max_memory_allocated() - base < n * 4 // 2, "the update reused the parameter's buffer"
+    torch.testing.assert_close(p[:4].cpu(), torch.full((4,), 1.9375))  # 1 -> 1.5 -> 1.75 -> 1.875 -> 1.9375
+    view = p[:8]  # another tensor on the storage: the buffer is still the storage's alone
+    step(p, g)
+    torch.testing.assert_close(view.cpu(), torch.full((8,), 1.96875))

@@ -24,6 +24,10 @@ def _register():
     torch.set_autocast_dtype("tpu", torch.bfloat16)
     device_module._apply_env()
     context._apply_env()
+    import sys
+    if "torch._dynamo" in sys.modules:  # else the torch_dynamo_backends entry point finds "tpu" when asked
+        from torch_tpu import compiler
+        compiler.register()
 
 
 def _autoload():
@@ -40,6 +44,7 @@ def _autoload():
 try:
     from torch_tpu.context import cpu_fallback, execution_mode, get_execution_mode, set_execution_mode, sync  # noqa: F401
     from torch_tpu import metrics  # noqa: F401
+    from torch_tpu.compiler import no_recompile  # noqa: F401
 except ImportError:  # extension not built: registration below warns
     pass
 _autoload()

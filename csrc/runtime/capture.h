@@ -25,6 +25,7 @@ struct Captured {
   int device = 0;
   std::string name;
   std::vector<Arg> args;
+  std::vector<int> alias;                       // argument -> the program output it may be donated to, or -1
   std::vector<DType> dtypes;                    // program output -> the dtype of its flat buffer
   std::vector<int> output_storage;              // output storage -> program output, or -1 - i: input i's storage
   std::vector<std::vector<int>> written_inputs;  // program output -> inputs whose storage it replaces

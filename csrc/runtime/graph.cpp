@@ -155,17 +155,21 @@ std::vector<pjrt::Buffer> execute(const Compiled& compiled, int device, const st
 // Compiles and runs graph `g`, filling its `live` pending outputs (or, if that fails, the error of
 // every output in `all`). Donates an argument buffer that only this graph still holds, replaced in its
 // storage by a live output of the same type, to that output (in-place updates do not double memory).
+// `fixed_alias`: the program's aliasing, given (a captured graph's, donating nothing now), instead of
+// the donation of unshared buffers.
 std::shared_ptr<const Compiled> run(Graph& g, int device, const std::vector<std::shared_ptr<Pending>>& all,
-                                    const std::vector<std::shared_ptr<Pending>>& live, bool donate = true) {
+                                    const std::vector<std::shared_ptr<Pending>>& live,
+                                    const std::vector<int>* fixed_alias = nullptr) {
   if (live.empty()) return nullptr;  // nothing recorded is still needed
   std::vector<int> alias(g.buffers.size(), -1);
-  for (size_t j = 0; j < live.size() && donate; ++j)
+  for (size_t j = 0; j < live.size() && !fixed_alias; ++j)
     if (int a = live[j]->donor; a >= 0 && alias[a] < 0 && g.buffers[a].use_count() == 1) alias[a] = static_cast<int>(j);
+  if (fixed_alias) alias = *fixed_alias;
   std::string what = graph_name(g);
   try {
     auto compiled = compile(g, live, alias);
     std::vector<bool> donated;
-    for (int a : alias) donated.push_back(a >= 0);
+    for (int a : alias) donated.push_back(a >= 0 && !fixed_alias);
     auto outs = execute(*compiled, device, std::move(g.buffers), g.scalars, donated, what);
     for (size_t j = 0; j < live.size(); ++j) live[j]->buffer = std::make_shared<pjrt::Buffer>(std::move(outs[j]));
     return compiled;
@@ -381,8 +385,24 @@ std::shared_ptr<Captured> end_capture(int device, const std::vector<Storage*>& i
   // This call's results: the recorded pendings, computed by the program every replay runs (which
   // donates nothing: its arguments belong to the caller's tensors).
   if (live.empty() && why.empty()) why = "the graph computes nothing";
-  captured->program = run(g, device, all, live, !why.empty());
-  return why.empty() ? captured : nullptr;
+  if (!why.empty()) {
+    run(g, device, all, live);
+    return nullptr;
+  }
+  // An input the graph replaces with a value of the same type may give its buffer to that value (a
+  // replay donates it when no one else holds it: parameters and optimizer state updated in place).
+  captured->alias.assign(g.buffers.size(), -1);
+  for (size_t j = 0; j < live.size(); ++j)
+    for (int i : captured->written_inputs[j]) {
+      int a = -1;
+      for (size_t k = 0; k < captured->args.size(); ++k)
+        if (captured->args[k].source == Captured::Source::Input && captured->args[k].input == i) a = static_cast<int>(k);
+      hlo::TensorType t{captured->dtypes[j], {inputs[i]->nbytes / byte_size(captured->dtypes[j])}};
+      if (a >= 0 && captured->alias[a] < 0 && g.types[a] == t) captured->alias[a] = static_cast<int>(j);
+    }
+  // This call's results: the recorded pendings, computed by the program every replay runs.
+  captured->program = run(g, device, all, live, &captured->alias);
+  return captured;
 }
 
 std::vector<std::shared_ptr<pjrt::Buffer>> replay(const Captured& c, const std::vector<Storage*>& inputs,
@@ -407,7 +427,10 @@ std::vector<std::shared_ptr<pjrt::Buffer>> replay(const Captured& c, const std::
         break;
     }
   }
-  auto outs = execute(*c.program, c.device, buffers, scalars, std::vector<bool>(buffers.size(), false), c.name);
+  std::vector<bool> donated(buffers.size(), false);
+  for (size_t a = 0; a < buffers.size(); ++a)  // held only by its storage and this call
+    donated[a] = c.alias[a] >= 0 && buffers[a] && buffers[a].use_count() == 2;
+  auto outs = execute(*c.program, c.device, buffers, scalars, donated, c.name);
   std::vector<std::shared_ptr<pjrt::Buffer>> out(outs.size());
   for (size_t j = 0; j < outs.size(); ++j) {
     out[j] = std::make_shared<pjrt::Buffer>(std::move(outs[j]));
