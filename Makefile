@@ -64,3 +64,8 @@ compare: build $(BENCH_VENV)/.installed
 
 clean:
 	rm -rf $(BUILD) torch_tpu/*.so
+
+# The Hugging Face model sweep (about two hours): every Transformers architecture buildable offline from
+# a tiny config, on tpu against CPU, one process per model; rewrites docs/model_coverage.md.
+models: build
+	$(PYTHON) tools/models.py --out docs/model_coverage.md

@@ -59,6 +59,7 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
     } catch (const pjrt::Error& e) {
       rethrow(e, "tpu: error in " + storage_of(src).origin);
     }
+    raise_failed_checks_like_cpu(src.device().index());  // a host sync: device-side checks surface here
     dst.copy_(host);
     return dst;
   } catch (const pjrt::Error& e) {

@@ -465,6 +465,8 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     rethrow(e, "");
   } catch (const lower::IndexError& e) {
     TORCH_CHECK_INDEX(false, e.what());
+  } catch (const CheckFailed& e) {  // Debug mode: a device-side check of this op
+    rethrow(e);
   } catch (const hlo::DTypeError& e) {  // as CPU and CUDA kernels without that dtype
     TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", name, "\" not implemented for '", first_dtype(args), "' on tpu (", e.what(), ")");
   } catch (const hlo::Error& e) {

@@ -41,6 +41,8 @@ PYBIND11_MODULE(_aten, m) {
       synchronize(device);
     } catch (const pjrt::Error& e) {
       aten::rethrow(e, "tpu: error in a launched op");
+    } catch (const CheckFailed& e) {
+      aten::rethrow(e);
     }
   }, py::arg("device") = -1);
   m.def("default_generator", [](int device) {

@@ -91,4 +91,17 @@ void rethrow(const pjrt::Error& e, const std::string& context) {
   TORCH_CHECK(false, msg);
 }
 
+void rethrow(const CheckFailed& e) {
+  if (e.index_error) TORCH_CHECK_INDEX(false, e.what());
+  TORCH_CHECK(false, e.what());
+}
+
+void raise_failed_checks_like_cpu(int device) {
+  try {
+    raise_failed_checks(device);
+  } catch (const CheckFailed& e) {
+    rethrow(e);
+  }
+}
+
 }  // namespace tpu::aten

@@ -26,5 +26,9 @@ std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t);
 // Raises pjrt errors as PyTorch errors: out-of-memory as torch.OutOfMemoryError, others as
 // RuntimeError, prefixed with `context`.
 [[noreturn]] void rethrow(const pjrt::Error& e, const std::string& context);
+// Raises a failed device-side check as PyTorch would on CPU: IndexError or RuntimeError.
+[[noreturn]] void rethrow(const CheckFailed& e);
+// raise_failed_checks(device), its failure raised as on CPU (at host syncs).
+void raise_failed_checks_like_cpu(int device);
 
 }  // namespace tpu::aten

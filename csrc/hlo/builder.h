@@ -29,10 +29,21 @@ using Values = std::vector<Value>;
 // A region body: receives the nested builder and the block arguments, returns the values to yield.
 using Body = std::function<Values(Builder&, const Values&)>;
 
+// A condition a program checks on the device (an index in range, a divisor not zero), since XLA
+// would clamp or drop silently: `status` is s64[2] {failed (0 or 1), the offending value}. The runtime
+// raises `message` (its "{}" replaced by the value) at the next host sync when it failed.
+struct Check {
+  Value status;
+  std::string message;
+  bool index_error = true;  // IndexError, else RuntimeError
+};
+
 class Builder {
  public:
   Builder(const Builder&) = delete;
   Builder& operator=(const Builder&) = delete;
+
+  std::vector<Check> checks;  // the function's device-side checks, in emission order
 
   // Constants. `data` holds all elements little-endian (pred: one byte each), or one element to splat.
   Value constant(const TensorType& t, const void* data, size_t nbytes);

@@ -323,17 +323,28 @@ Value floor_div(Builder& b, Value x, Value y) {
   fl = b.select(cmp(b, div, Cmp::EQ, z), b.select(signbit_of(b, q), K(b, q, -0.0), K(b, q, 0.0)), fl);
   return b.select(cmp(b, y, Cmp::EQ, z), q, fl);
 }
+// Integer division by zero: CPU raises, XLA would return a value (checked on the device).
+Value divisor(Builder& b, Value y) {
+  if (is_integral(y.type.dtype) && y.type.dtype != DType::Pred)
+    check(b, b.compare(y, zeros(b, y.type), Cmp::EQ), zeros(b, {DType::S64, y.type.dims}), "ZeroDivisionError", false);
+  return y;
+}
+
 Values div(Ctx& c) {
   Value x = operand(c, 0), y = operand(c, 1);
   std::string mode = c.has(2) ? c.s(2) : "";
+  if (!mode.empty()) divisor(c.b, y);
   if (mode == "floor") return {result(c, floor_div(c.b, x, y))};
   Value q = c.b.div(x, y);
   if (mode == "trunc" && !is_integral(x.type.dtype)) q = trunc_of(c.b, q);
   return {result(c, q)};
 }
-Values floor_divide(Ctx& c) { return {result(c, floor_div(c.b, operand(c, 0), operand(c, 1)))}; }
-Values remainder(Ctx& c) { return {result(c, py_mod(c.b, operand(c, 0), operand(c, 1)))}; }
-Values fmod(Ctx& c) { return binary(c, Op::Remainder); }
+Values floor_divide(Ctx& c) { return {result(c, floor_div(c.b, operand(c, 0), divisor(c.b, operand(c, 1))))}; }
+Values remainder(Ctx& c) { return {result(c, py_mod(c.b, operand(c, 0), divisor(c.b, operand(c, 1))))}; }
+Values fmod(Ctx& c) {
+  divisor(c.b, operand(c, 1));
+  return binary(c, Op::Remainder);
+}
 Values pow_(Ctx& c) {
   if (c.out[0].dtype == DType::Pred) {  // x ** y for bools: x or not y
     Value x = operand(c, 0), y = operand(c, 1);

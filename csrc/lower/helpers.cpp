@@ -59,6 +59,25 @@ Value reduce(Builder& b, Value x, const Dims& dims, hlo::Op op, double init) {
   })[0];
 }
 
+void check(Builder& b, Value bad, Value value, std::string message, bool index_error) {
+  if (!bad.type.numel()) return;
+  Dims all(bad.type.rank());
+  for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
+  value = convert(b, value, DType::S64);
+  Value failed = convert(b, reduce(b, convert(b, bad, DType::S64), all, hlo::Op::Maximum, 0), DType::S64);
+  Value lowest = b.splat(value.type, -9223372036854775808.0);
+  Value worst = reduce(b, b.select(bad, value, lowest), all, hlo::Op::Maximum, -9223372036854775808.0);
+  b.checks.push_back({b.concatenate({b.reshape(failed, {1}), b.reshape(worst, {1})}, 0), std::move(message), index_error});
+}
+
+void check_bounds(Builder& b, Value idx, int64_t n, std::string message, bool index_error, bool negative) {
+  idx = convert(b, idx, DType::S64);
+  Value lo = scalar_like(b, negative ? -static_cast<double>(n) : 0.0, idx.type);
+  Value hi = scalar_like(b, static_cast<double>(n), idx.type);
+  Value bad = b.or_(b.compare(idx, lo, hlo::Cmp::LT), b.compare(idx, hi, hlo::Cmp::GE));
+  check(b, bad, idx, std::move(message), index_error);
+}
+
 int64_t wrap_dim(int64_t d, int64_t rank) {
   int64_t r = std::max<int64_t>(rank, 1);
   if (d < -r || d >= r)  // PyTorch's message and exception type

@@ -31,6 +31,12 @@ Values binary(Ctx& c, hlo::Op op);
 
 // Reduce `x` over `dims` with `op` (add / max / min / multiply / and / or) from `init`.
 Value reduce(Builder& b, Value x, const Dims& dims, hlo::Op op, double init);
+
+// Device-side checks (hlo::Check): `bad` (pred) marks failing elements and `value` (same shape, any
+// integer type) what the message reports; the runtime raises at the next host sync.
+void check(Builder& b, Value bad, Value value, std::string message, bool index_error = true);
+// Index values must lie in [-n, n) (or [0, n) when !negative). `message` may say "{}" (the index).
+void check_bounds(Builder& b, Value idx, int64_t n, std::string message, bool index_error = true, bool negative = true);
 // Normalizes dim lists: negative dims, empty = all dims.
 Dims reduce_dims(const std::vector<int64_t>& dims, int64_t rank, bool empty_means_all = true);
 int64_t wrap_dim(int64_t d, int64_t rank);

@@ -1,6 +1,7 @@
 // Indexing: advanced indexing (index, index_put), gather/scatter along a dim, index_* along a dim,
-// masked ops, embedding's backward, take. Indices count from the end when negative; out-of-range
-// indices are clamped by gather and dropped by scatter, as in XLA (no device-side bounds checks).
+// masked ops, embedding's backward, take. Indices count from the end when negative. XLA would clamp
+// out-of-range indices (gather) or drop them (scatter): every forward op checks its indices on the
+// device (lower::check_bounds) with CPU's message, raised at the next host sync.
 #include "lower/helpers.h"
 
 namespace tpu::lower {
@@ -13,9 +14,17 @@ Dims with(Dims d, int64_t last) {
   return d;
 }
 
-// `idx` as s64 with negative entries wrapped for a dim of size n.
-Value wrap_index(Builder& b, Value idx, int64_t n) {
+// CPU's messages for an index out of range ("{}": the index).
+std::string out_of_bounds(int64_t dim, int64_t n) {
+  return "index {} is out of bounds for dimension " + std::to_string(dim) + " with size " + std::to_string(n);
+}
+const char* kOutOfRangeInSelf = "index out of range in self";
+
+// `idx` as s64 with negative entries wrapped for a dim of size n; checked on the device against
+// [-n, n) with `message` unless it is empty (backward ops: their forward checked the same indices).
+Value wrap_index(Builder& b, Value idx, int64_t n, const std::string& message = "", bool index_error = true) {
   idx = convert(b, idx, DType::S64);
+  if (!message.empty()) check_bounds(b, idx, n, message, index_error);
   Value neg = b.compare(idx, zeros(b, idx.type), Cmp::LT);
   return b.select(neg, b.add(idx, scalar_like(b, static_cast<double>(n), idx.type)), idx);
 }
@@ -59,6 +68,7 @@ Value scatter_(Builder& b, Value x, Value indices, Value updates, const hlo::Sca
 // component `dim` being the index value and the others the element's own position.
 Value coords_along(Builder& b, Value index, int64_t dim, const Dims& x_dims) {
   int64_t r = index.type.rank();
+  check_bounds(b, index, x_dims[dim], out_of_bounds(dim, x_dims[dim]), false, /*negative=*/false);
   TensorType t{DType::S64, index.type.dims};
   Values parts;
   for (int64_t d = 0; d < r; ++d)
@@ -185,7 +195,7 @@ Values index_select(Ctx& c) {
   Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
   int64_t dim = wrap_dim(c.i(1), x.type.rank());
   if (c.out[0].numel() == 0 || x.type.dims[dim] == 0) return {zeros(c.b, c.out[0])};
-  idx = wrap_index(c.b, c.b.reshape(idx, {idx.type.numel()}), x.type.dims[dim]);
+  idx = wrap_index(c.b, c.b.reshape(idx, {idx.type.numel()}), x.type.dims[dim], kOutOfRangeInSelf);
   return {c.b.reshape(take_dim(c.b, x, dim, idx), c.out[0].dims)};
 }
 
@@ -193,7 +203,8 @@ Values index_select(Ctx& c) {
 Values take(Ctx& c) {
   Value x = c.v(0), idx = c.v(1);
   if (c.out[0].numel() == 0 || x.type.numel() == 0) return {zeros(c.b, c.out[0])};
-  return {take_dim(c.b, c.b.reshape(x, {x.type.numel()}), 0, wrap_index(c.b, idx, x.type.numel()))};
+  std::string message = "out of range: tried to access index {} on a tensor of " + std::to_string(x.type.numel()) + " elements.";
+  return {take_dim(c.b, c.b.reshape(x, {x.type.numel()}), 0, wrap_index(c.b, idx, x.type.numel(), message))};
 }
 
 // put(self, index, source, accumulate): self flattened, source's elements written (or added) at index
@@ -201,7 +212,8 @@ Values put(Ctx& c) {
   Value x = c.v(0), idx = int_index(c, 1), src = c.v(2);
   int64_t n = x.type.numel(), k = idx.type.numel();
   if (k == 0 || n == 0) return {x};
-  idx = wrap_index(c.b, c.b.reshape(idx, {k}), n);
+  idx = wrap_index(c.b, c.b.reshape(idx, {k}), n,
+                   "out of range: tried to access index {} on a tensor of " + std::to_string(n) + " elements.");
   Value flat = scatter_dim(c.b, c.b.reshape(x, {n}), 0, idx, c.b.reshape(convert(c.b, src, x.type.dtype), {k}),
                            c.flag(3) ? Combine::Add : Combine::Replace);
   return {c.b.reshape(flat, x.type.dims)};
@@ -217,7 +229,8 @@ Values index_combine(Ctx& c, Combine k) {
   DType t = k == Combine::Add ? compute_type(x.type.dtype) : x.type.dtype;
   Value src = convert(c.b, c.b.reshape(c.v(3), src_shape), t);
   if (k == Combine::Add && c.has(4)) src = c.b.mul(src, operand(c, 4, t, src_shape));
-  idx = wrap_index(c.b, c.b.reshape(idx, {n}), x.type.dims[dim]);
+  idx = wrap_index(c.b, c.b.reshape(idx, {n}), x.type.dims[dim],
+                   k == Combine::Add ? std::string(kOutOfRangeInSelf) : "index_copy_(): " + out_of_bounds(dim, x.type.dims[dim]));
   return {c.b.reshape(scatter_dim(c.b, x, dim, idx, src, k), c.out[0].dims)};
 }
 Values index_add(Ctx& c) { return index_combine(c, Combine::Add); }
@@ -244,7 +257,7 @@ Values index_reduce(Ctx& c) {
   Dims src_shape = x.type.dims;
   src_shape[dim] = n;
   Value src = convert(c.b, c.b.reshape(c.v(3), src_shape), t);
-  idx = wrap_index(c.b, c.b.reshape(idx, {n}), len);
+  idx = wrap_index(c.b, c.b.reshape(idx, {n}), len, kOutOfRangeInSelf);
   bool include_self = c.flag(5, true);
   if (!include_self) {  // the slices written start from the identity (amax/amin: from one of their values)
     bool extreme = red == "amax" || red == "amin";
@@ -267,7 +280,7 @@ Values index_fill(Ctx& c) {
   Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
   int64_t dim = wrap_dim(c.i(1), x.type.rank()), n = x.type.dims[dim], k = idx.type.numel();
   if (k == 0 || n == 0) return {c.b.reshape(x, c.out[0].dims)};
-  idx = wrap_index(c.b, c.b.reshape(idx, {k}), n);
+  idx = wrap_index(c.b, c.b.reshape(idx, {k}), n, out_of_bounds(dim, n));
   Value hit = scatter_dim(c.b, zeros(c.b, {DType::Pred, {n}}), 0, idx, c.b.splat({DType::Pred, {k}}, 1),
                           Combine::Replace);
   Value mask = c.b.broadcast_in_dim(hit, x.type.dims, {dim});
@@ -371,7 +384,8 @@ Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
   Values parts;
   for (size_t j = 0; j < used.size(); ++j) {
     Value v = broadcast_to(c.b, convert(c.b, used[j], DType::S64), p.batch);
-    parts.push_back(c.b.reshape(wrap_index(c.b, v, x_dims[p.dims[j]]), with(p.batch, 1)));
+    int64_t d = p.dims[j];
+    parts.push_back(c.b.reshape(wrap_index(c.b, v, x_dims[d], out_of_bounds(d, x_dims[d])), with(p.batch, 1)));
   }
   int64_t nb = static_cast<int64_t>(p.batch.size());
   p.coords = parts.size() == 1 ? parts[0] : c.b.concatenate(parts, nb);
@@ -491,6 +505,7 @@ Values masked_index_put_accumulate(Ctx& c) {
 Values embedding(Ctx& c) {
   Value w = c.v(0), idx = c.v(1);
   if (c.out[0].numel() == 0) return {zeros(c.b, c.out[0])};
+  check_bounds(c.b, idx, w.type.dims[0], kOutOfRangeInSelf, true, /*negative=*/false);
   return {take_dim(c.b, w, 0, wrap_index(c.b, idx, w.type.dims[0]))};
 }
 

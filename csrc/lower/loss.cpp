@@ -148,6 +148,14 @@ Picks picks(Ctx& c, size_t self, size_t target, size_t weight, size_t ignore) {
 
 // nll_loss_forward(self, target, weight?, reduction, ignore_index) -> (output, total_weight)
 Values nll_loss(Ctx& c) {
+  {  // targets must be classes or ignore_index (XLA would give them a zero loss silently)
+    Value t = convert(c.b, c.v(1), DType::S64);
+    int64_t classes = c.v(0).type.rank() == 1 ? c.v(0).type.dims[0] : c.v(0).type.dims[1];
+    Value bad = c.b.or_(c.b.compare(t, zeros(c.b, t.type), Cmp::LT),
+                        c.b.compare(t, c.b.splat(t.type, static_cast<double>(classes)), Cmp::GE));
+    bad = c.b.and_(bad, c.b.compare(t, c.b.splat(t.type, static_cast<double>(c.i(4))), Cmp::NE));
+    check(c.b, bad, t, "Target {} is out of bounds.");
+  }
   Picks p = picks(c, 0, 1, 2, 4);
   Value x = convert(c.b, c.v(0), p.weight.type.dtype);
   Value picked = reduce(c.b, c.b.select(p.hit, x, zeros(c.b, x.type)), {p.class_dim}, Op::Add, 0);

@@ -104,6 +104,9 @@ Values embedding_bag(Ctx& c) {
   DType t = compute_type(c.out[0].dtype);
   Value idx = s64(b, c.v(1));
   int64_t mode = c.i(4), nb = c.out[0].dims[0], d = c.out[0].dims[1];
+  int64_t rows_n = c.v(0).type.dims[0];
+  check_bounds(b, idx, rows_n, "an index of input takes value {} which is not in the valid range [0, " +
+                                   std::to_string(rows_n) + ")", false, /*negative=*/false);
   Bags g = bags(b, idx, c.v(2), nb, c.flag(7), c.i(8, -1));
   Value rows = take0(b, as(b, c.v(0), t), idx);  // [N, D]
   if (c.has(6)) rows = b.mul(rows, bcast(b, as(b, c.v(6), t), rows.type.dims, {0}));

@@ -172,6 +172,16 @@ Values multinomial(Ctx& c) {
   Value p = c.v(0);
   DType t = p.type.dtype == DType::F64 ? DType::F64 : DType::F32;
   p = convert(b, p, t);
+  {  // CPU's checks of the distribution, on the device
+    Value invalid = b.or_(is_nan(b, p), b.or_(b.compare(p, zeros(b, p.type), hlo::Cmp::LT),
+                                                b.compare(p, b.splat(p.type, INFINITY), hlo::Cmp::EQ)));
+    check(b, invalid, zeros(b, {DType::S64, p.type.dims}),
+          "probability tensor contains either `inf`, `nan` or element < 0", false);
+    Dims last{p.type.rank() - 1};
+    Value sums = reduce(b, p, last, hlo::Op::Add, 0);
+    check(b, b.compare(sums, zeros(b, sums.type), hlo::Cmp::LE), zeros(b, {DType::S64, sums.type.dims}),
+          "invalid multinomial distribution (sum of probabilities <= 0)", false);
+  }
   int64_t n = p.type.dims.back(), s = c.i(1);
   Dims batch(p.type.dims.begin(), p.type.dims.end() - 1);
   auto gumbel = [&](const Dims& shape) {

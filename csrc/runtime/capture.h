@@ -29,6 +29,12 @@ struct Captured {
   std::vector<DType> dtypes;                    // program output -> the dtype of its flat buffer
   std::vector<int> output_storage;              // output storage -> program output, or -1 - i: input i's storage
   std::vector<std::vector<int>> written_inputs;  // program output -> inputs whose storage it replaces
+  struct Check {
+    int output;  // the program output that is its status
+    DeviceCheck check;
+    std::string where;
+  };
+  std::vector<Check> checks;  // device-side checks: registered again on every replay
 };
 
 // Starts recording on `device` (flushing what was recorded before), whatever the mode. Every op until

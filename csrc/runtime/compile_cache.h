@@ -25,11 +25,19 @@ namespace tpu {
 
 using WarnFn = std::function<void(const std::string&)>;
 
+// A condition a program checks on the device (hlo::Check without its value): its status is one of
+// the program's last outputs; the runtime raises `message` at the next host sync if it failed.
+struct DeviceCheck {
+  std::string message;  // "{}": the offending value
+  bool index_error = true;
+};
+
 // A program to compile: its StableHLO text and what its caller wants kept with the executable.
 struct Program {
   std::string text;
   std::vector<hlo::TensorType> results;  // logical result types (e.g. from PyTorch's meta kernels)
   std::string origin;  // who made it (an op and its Python line), when only known once it is made
+  std::vector<DeviceCheck> checks;  // its last outputs are their statuses
 };
 
 // A loaded executable, the types its @main takes (when its text says) and its Program's results.
@@ -37,6 +45,7 @@ struct Compiled {
   std::shared_ptr<pjrt::Executable> exe;
   std::optional<std::vector<hlo::TensorType>> params;
   std::vector<hlo::TensorType> results;
+  std::vector<DeviceCheck> checks;
 };
 
 class CompileCache {

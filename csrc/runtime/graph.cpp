@@ -30,7 +30,7 @@ struct Node {
   Params params;
   std::vector<Source> sources;  // per parameter
   std::vector<hlo::TensorType> results;
-  std::vector<std::weak_ptr<Pending>> outputs;  // emit's outputs: unwritten results, then written storages
+  std::vector<std::weak_ptr<Pending>> outputs;  // emit's outputs: unwritten results, written storages, checks
 };
 
 struct Graph {
@@ -44,7 +44,12 @@ struct Graph {
 };
 
 std::vector<Graph> graphs;  // per device
-std::unordered_map<std::string, std::vector<hlo::TensorType>> plans;  // launch plans: signature -> result types
+// Launch plans: signature -> result types and device-side checks.
+struct Plan {
+  std::vector<hlo::TensorType> types;
+  std::vector<DeviceCheck> checks;
+};
+std::unordered_map<std::string, Plan> plans;
 
 size_t max_ops() {
   static const size_t n = [] {
@@ -116,7 +121,8 @@ std::shared_ptr<const Compiled> compile(Graph& g, const std::vector<std::shared_
                               : argv[s.arg];
       }
       try {
-        outs[i] = emit(b, n.call, n.params, params, n.results);
+        std::vector<DeviceCheck> checks;
+        outs[i] = emit(b, n.call, n.params, params, n.results, checks);
       } catch (const hlo::Error& e) {
         throw hlo::Error("tpu: lowering aten::" + n.call.known_where() + " failed: " + e.what());
       }
@@ -229,10 +235,10 @@ Launched record(OpCall& c, const InferResults& infer_results) {
     // A new signature: its lowering is tried now, so that a call the rule rejects raises at the op,
     // as in Strict mode, instead of at a later flush.
     auto types = infer_results();
-    build(c, p, types);
-    plan = plans.emplace(signature, std::move(types)).first;
+    Program program = build(c, p, types);
+    plan = plans.emplace(signature, Plan{std::move(types), std::move(program.checks)}).first;
   }
-  node->results = plan->second;
+  node->results = plan->second.types;
 
   if (static_cast<int>(graphs.size()) <= c.device) graphs.resize(c.device + 1);
   Graph& g = graphs[c.device];
@@ -273,7 +279,8 @@ Launched record(OpCall& c, const InferResults& infer_results) {
   auto written = written_storages(c, p);
   size_t fresh = node->results.size() - written.size();
   std::string where = c.known_where();
-  for (size_t k = 0; k < fresh + written.size(); ++k) {
+  const auto& checks = plan->second.checks;
+  for (size_t k = 0; k < fresh + written.size() + checks.size(); ++k) {
     auto pd = std::make_shared<Pending>();
     pd->device = c.device;
     pd->node = index;
@@ -281,6 +288,10 @@ Launched record(OpCall& c, const InferResults& infer_results) {
     node->outputs.push_back(pd);
     if (k < fresh) {
       result.results.push_back({nullptr, pd});
+      continue;
+    }
+    if (k >= fresh + written.size()) {  // a check's status: read at the next host sync
+      expect(c.device, {nullptr, pd}, checks[k - fresh - written.size()], c.where());
       continue;
     }
     Storage* dest = written[k - fresh].first;
@@ -366,6 +377,11 @@ std::shared_ptr<Captured> end_capture(int device, const std::vector<Storage*>& i
       }
     for (Storage* st : outputs)
       if (st->pending == live[j]) held = true, captured->dtypes[j] = st->dtype;
+    std::string where;
+    if (const DeviceCheck* check = expected(live[j].get(), &where)) {
+      captured->checks.push_back({static_cast<int>(j), *check, where});
+      held = true;
+    }
     if (!held && why.empty()) why = "a value it computes is kept outside its inputs and outputs";
   }
   for (Storage* st : outputs) {
@@ -436,6 +452,7 @@ std::vector<std::shared_ptr<pjrt::Buffer>> replay(const Captured& c, const std::
     out[j] = std::make_shared<pjrt::Buffer>(std::move(outs[j]));
     for (int i : c.written_inputs[j]) inputs[i]->assign({out[j], nullptr}, c.dtypes[j], c.name);
   }
+  for (const auto& check : c.checks) expect(c.device, {out[check.output], nullptr}, check.check, check.where);
   std::vector<std::shared_ptr<pjrt::Buffer>> result;
   for (int slot : c.output_storage) result.push_back(slot >= 0 ? out[slot] : nullptr);
   return result;

@@ -205,7 +205,7 @@ std::vector<std::pair<Storage*, hlo::TensorType>> written_storages(const OpCall&
 }
 
 hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::Values& params,
-                 const std::vector<hlo::TensorType>& results) {
+                 const std::vector<hlo::TensorType>& results, std::vector<DeviceCheck>& checks) {
   hlo::Values inputs;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     hlo::Value a = params[p.of_input[i]];
@@ -215,6 +215,7 @@ hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::V
   std::vector<bool> contiguous;
   for (const Input& in : c.inputs) contiguous.push_back(!in.storage || in.view.contiguous());
   lower::Ctx ctx{b, c.args, inputs, results, c.precision, &contiguous};
+  size_t first_check = b.checks.size();
   hlo::Values outs = c.rule->fn(ctx);
   if (outs.size() != results.size())
     throw hlo::Error(c.name + ": lowering returned " + std::to_string(outs.size()) + " results, expected " +
@@ -244,6 +245,10 @@ hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::V
     else bases.emplace_back(w.dest, next);
   }
   for (auto& e : bases) ret.push_back(e.second);
+  for (size_t k = first_check; k < b.checks.size(); ++k) {
+    ret.push_back(b.checks[k].status);
+    checks.push_back({b.checks[k].message, b.checks[k].index_error});
+  }
   return ret;
 }
 
@@ -256,8 +261,9 @@ Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> res
   hlo::Builder& b = m.builder();
   for (size_t q = 0; q < p.storage.size(); ++q)
     if (p.zero(q)) params[q] = b.splat(p.type[q], 0);
-  m.ret(emit(b, c, p, params, results));
-  return Program{m.str(), std::move(results)};
+  std::vector<DeviceCheck> checks;
+  m.ret(emit(b, c, p, params, results, checks));
+  return Program{m.str(), std::move(results), "", std::move(checks)};
 }
 
 void Storage::settle(DType as) {
@@ -339,13 +345,101 @@ Launched launch(OpCall& c, const InferResults& infer_results) {
   Launched result;
   result.types = compiled->results;
   auto written = written_storages(c, p);
-  size_t fresh = outs.size() - written.size();
+  size_t checks = compiled->checks.size(), fresh = outs.size() - written.size() - checks;
   for (size_t k = 0; k < outs.size(); ++k) {
     auto buf = std::make_shared<pjrt::Buffer>(std::move(outs[k]));
     if (k < fresh) result.results.push_back({std::move(buf), nullptr});
-    else written[k - fresh].first->assign({std::move(buf), nullptr}, written[k - fresh].second.dtype, c.known_where());
+    else if (k < fresh + written.size())
+      written[k - fresh].first->assign({std::move(buf), nullptr}, written[k - fresh].second.dtype, c.known_where());
+    else
+      expect(c.device, {std::move(buf), nullptr}, compiled->checks[k - fresh - written.size()], c.where());
   }
   return result;
+}
+
+namespace {
+struct Expected {
+  int device;
+  Contents status;
+  DeviceCheck check;
+  std::string where;
+};
+std::mutex expected_mu;
+std::vector<Expected> expected_checks;
+std::vector<std::pair<int, CheckFailed>> failed_checks;  // found while pruning, raised at the next sync
+
+// The failure of a check whose status is computed (or being computed), if it failed.
+std::optional<CheckFailed> check_failure(Expected& e) {
+  if (e.status.pending && !e.status.pending->buffer) {
+    if (!e.status.pending->error.empty()) return std::nullopt;  // its graph failed: that error is raised instead
+    flush(e.device);
+  }
+  const auto& buffer = e.status.buffer ? e.status.buffer : e.status.pending->buffer;
+  if (!buffer) return std::nullopt;
+  int64_t status[2] = {0, 0};
+  try {
+    buffer->to_host(status, sizeof(status));
+  } catch (const pjrt::Error&) {
+    return std::nullopt;  // the program failed: synchronize() raises that error
+  }
+  if (!status[0]) return std::nullopt;
+  std::string msg = e.check.message;
+  if (auto at = msg.find("{}"); at != std::string::npos) msg.replace(at, 2, std::to_string(status[1]));
+  return CheckFailed(msg + " (tpu: aten::" + e.where + ")", e.check.index_error);
+}
+}  // namespace
+
+void expect(int device, Contents status, DeviceCheck check, std::string where) {
+  bool at_once = launch_blocking();  // Debug mode raises at the op itself
+  std::vector<Expected> read;
+  {
+    std::lock_guard<std::mutex> lock(expected_mu);
+    expected_checks.push_back({device, std::move(status), std::move(check), std::move(where)});
+    if (!at_once && expected_checks.size() < 4096) return;
+    // Without host syncs, checks pile up: the older half is read now (their programs are long done)
+    // and a failure is kept for the next sync.
+    size_t n = at_once ? expected_checks.size() : expected_checks.size() / 2;
+    read.assign(expected_checks.begin(), expected_checks.begin() + n);
+    expected_checks.erase(expected_checks.begin(), expected_checks.begin() + n);
+  }
+  for (Expected& e : read)
+    if (auto f = check_failure(e)) {
+      if (at_once) throw *f;
+      std::lock_guard<std::mutex> lock(expected_mu);
+      failed_checks.emplace_back(e.device, *f);
+    }
+}
+
+const DeviceCheck* expected(const Pending* pd, std::string* where) {
+  std::lock_guard<std::mutex> lock(expected_mu);
+  for (auto& e : expected_checks)
+    if (e.status.pending.get() == pd) {
+      if (where) *where = e.where;
+      return &e.check;
+    }
+  return nullptr;
+}
+
+void raise_failed_checks(int device) {
+  std::vector<Expected> mine;
+  std::optional<CheckFailed> first;
+  {
+    std::lock_guard<std::mutex> lock(expected_mu);
+    auto of = [&](int d) { return device < 0 || d == device; };
+    for (auto& f : failed_checks)
+      if (of(f.first) && !first) first = f.second;
+    failed_checks.erase(std::remove_if(failed_checks.begin(), failed_checks.end(), [&](auto& f) { return of(f.first); }),
+                        failed_checks.end());
+    if (expected_checks.empty() && !first) return;
+    for (auto& e : expected_checks)
+      if (of(e.device)) mine.push_back(e);
+    expected_checks.erase(std::remove_if(expected_checks.begin(), expected_checks.end(),
+                                         [&](auto& e) { return of(e.device); }),
+                          expected_checks.end());
+  }
+  for (Expected& e : mine)
+    if (!first) first = check_failure(e);
+  if (first) throw *first;
 }
 
 void synchronize(int device) {
@@ -366,6 +460,7 @@ void synchronize(int device) {
   for (auto& l : waiting)  // wait for all, then raise the first error (never dropped)
     if (auto e = failure_of(l)) failed.push_back(*e);
   if (!failed.empty()) throw failed.front();
+  raise_failed_checks(device);
 }
 
 }  // namespace tpu

@@ -135,6 +135,15 @@ bool launch_blocking();
 void set_launch_blocking(bool on);  // Debug when on, else Strict
 // Runs everything recorded on `device` (-1: all devices).
 void flush(int device = -1);
+// A device-side check failed (an index out of range, an integer division by zero): raised at the next
+// host sync, with CPU's message, the op and its Python line. `index_error`: PyTorch raises IndexError.
+struct CheckFailed : std::runtime_error {
+  CheckFailed(const std::string& what, bool index_error) : std::runtime_error(what), index_error(index_error) {}
+  bool index_error;
+};
+// Reads the status of every check registered on `device` (-1: all) and throws CheckFailed for the
+// first that failed. Called where the host waits anyway: copies to the host, item(), synchronize().
+void raise_failed_checks(int device = -1);
 // Flushes, then waits for everything launched so far on `device` (-1: all devices).
 void synchronize(int device = -1);
 

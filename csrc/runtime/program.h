@@ -41,9 +41,10 @@ std::vector<std::pair<Storage*, hlo::TensorType>> written_storages(const OpCall&
 
 // The op's body: reads its inputs' views from `params` (one value per parameter), applies its rule
 // (whose results must have the types `results`), and writes back. Returns the results not written
-// anywhere (flat) and then each written storage's new contents (flat), in order of first write.
+// anywhere (flat), then each written storage's new contents (flat), in order of first write, then the
+// status of each device-side check the rule made (described in `checks`).
 hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::Values& params,
-                 const std::vector<hlo::TensorType>& results);
+                 const std::vector<hlo::TensorType>& results, std::vector<DeviceCheck>& checks);
 
 // The whole program of one op (Strict): its parameters, `emit`, its outputs (written storages' old
 // buffers aliased to their new contents, for donation).
@@ -58,5 +59,11 @@ std::shared_ptr<pjrt::Buffer> scalar_buffer(const Input& in, int device);
 // Remembers a launched program's completion event for synchronize(), which raises its error naming
 // `what` (the op, or the graph) if it failed.
 void track(int device, pjrt::Event done, std::string what);
+
+// Registers the status (s64[2]: failed, value) of a device-side check made by `where` (an op and its
+// Python line), to be read at the next host sync (raise_failed_checks). Debug mode reads it at once.
+void expect(int device, Contents status, DeviceCheck check, std::string where);
+// The check whose status `pd` is, if any (torch.compile captures keep checks).
+const DeviceCheck* expected(const Pending* pd, std::string* where);
 
 }  // namespace tpu
