@@ -127,10 +127,31 @@ def loops(n=32):
               f"cache[:, :, pos] = k: {end - mid:.0f} compiles, {1e3 * (t2 - t1):6.1f} ms")
 
 
+def check_cost(steps=4, rounds=2):
+    """The tiny Llama step with and without device-side checks (TORCH_TPU_DEVICE_CHECKS=0), each in its
+    own process, alternating; the median of each."""
+    import subprocess
+    code = ("import sys; sys.path.insert(0, 'bench'); import eager; "
+            f"print(eager.train_step('tpu', sys.argv[1], {steps})[0])")
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    print("device-side checks (index bounds, targets, division by zero) in the tiny Llama step:")
+    for mode in ("strict", "fuse"):
+        times = {"1": [], "0": []}
+        for _ in range(rounds):
+            for on in ("1", "0"):
+                out = subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, cwd=root,
+                                     env=dict(os.environ, TORCH_TPU_DEVICE_CHECKS=on), check=True)
+                times[on].append(float(out.stdout.split()[-1]))
+        with_checks, without = statistics.median(times["1"]), statistics.median(times["0"])
+        print(f"  {mode:<7} {1e3 * with_checks:6.0f} ms with checks, {1e3 * without:6.0f} ms without: "
+              f"{100 * (with_checks / without - 1):+.1f}% (goal <= 2%)")
+
+
 def main():
     cached_op()
     loops()
     training()
+    check_cost()
 
 
 if __name__ == "__main__":

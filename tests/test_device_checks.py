@@ -113,3 +113,19 @@ def test_compiled_graph_checks_every_replay():
     g(x, torch.tensor([11], device="tpu"))  # a replay
     with pytest.raises(IndexError, match="index 11 is out of bounds"):
         torch.tpu.synchronize()
+
+
+def test_checks_can_be_turned_off_for_measuring():
+    import os
+    import subprocess
+    import sys
+    code = ("import torch; x = torch.arange(5.0, device='tpu'); "
+            "print(x[torch.tensor([7], device='tpu')].item())")
+    off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TORCH_TPU_DEVICE_CHECKS="0"))
+    assert off.returncode == 0 and off.stdout.split()[-1] == "4.0", off.stderr  # XLA clamps
+    on = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert on.returncode != 0 and "IndexError: index 7 is out of bounds" in on.stderr
+    bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=dict(os.environ, TORCH_TPU_DEVICE_CHECKS="yes"))
+    assert bad.returncode != 0 and "TORCH_TPU_DEVICE_CHECKS" in bad.stderr

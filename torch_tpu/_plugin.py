@@ -129,6 +129,8 @@ def check_environment():
     env_flag("TORCH_TPU_CPU_FALLBACK")
     env_choice("TORCH_TPU_DEFER_AND_FUSE", ("0", "1"))
     env_int("TORCH_TPU_FUSE_MAX_OPS", 1000, 1, MAX_FUSE_OPS, "a whole number of ops per fused program")
+    env_choice("TORCH_TPU_DEVICE_CHECKS", ("0", "1"))
+    env_choice("TORCH_TPU_FAIL_ON_RECOMPILE", ("0", "1"))
 
 
 def _package_dir(name):

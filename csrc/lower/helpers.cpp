@@ -1,5 +1,7 @@
 #include "lower/helpers.h"
 
+#include <cstdlib>
+
 #include <algorithm>
 #include <limits>
 
@@ -59,8 +61,18 @@ Value reduce(Builder& b, Value x, const Dims& dims, hlo::Op op, double init) {
   })[0];
 }
 
+// TORCH_TPU_DEVICE_CHECKS=0 leaves them out (XLA's clamping, for measuring their cost). Process-wide:
+// programs with and without checks differ in text, so the disk cache keeps them apart.
+bool checks_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TORCH_TPU_DEVICE_CHECKS");
+    return !v || std::string(v) != "0";
+  }();
+  return on;
+}
+
 void check(Builder& b, Value bad, Value value, std::string message, bool index_error) {
-  if (!bad.type.numel()) return;
+  if (!bad.type.numel() || !checks_enabled()) return;
   Dims all(bad.type.rank());
   for (size_t d = 0; d < all.size(); ++d) all[d] = static_cast<int64_t>(d);
   value = convert(b, value, DType::S64);
