@@ -129,3 +129,12 @@ def test_checks_can_be_turned_off_for_measuring():
     bad = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, TORCH_TPU_DEVICE_CHECKS="yes"))
     assert bad.returncode != 0 and "TORCH_TPU_DEVICE_CHECKS" in bad.stderr
+
+
+def test_unraised_error_is_reported_at_exit():
+    import subprocess
+    import sys
+    code = "import torch; x = torch.arange(5.0, device='tpu'); y = x[torch.tensor([7], device='tpu')]; print('end')"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "end", proc.stderr
+    assert "never raised" in proc.stderr and "IndexError: index 7 is out of bounds" in proc.stderr

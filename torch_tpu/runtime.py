@@ -49,9 +49,25 @@ def ensure_initialized():
         os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")  # the plugin's start-up INFO lines
         platform, path = _plugin.discover()
         _C.init(path, platform, _plugin.client_options(platform), _plugin.cache_dir())
+        import atexit
+        atexit.register(_report_unraised_errors)
         callbacks, _start_callbacks[:] = list(_start_callbacks), []
         for callback in callbacks:
             callback()
+
+
+def _report_unraised_errors():
+    """At interpreter exit: waits for the work still running and warns about an error no sync raised
+    (a failed program, an out-of-range index), instead of losing it."""
+    if not _C.initialized() or _C.in_bad_fork():
+        return
+    from torch_tpu import _aten
+    try:
+        _aten.synchronize(-1)
+    except Exception as e:  # noqa: BLE001 - any error is reported, none raised at exit
+        import warnings
+        warnings.warn(f"torch_tpu: an error in tpu work was never raised (no host sync read it): "
+                      f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=1)
 
 
 def on_start(callback):
