@@ -535,3 +535,62 @@ def test_broken_plugin_gives_an_error_not_a_crash(python, tmp_path, kind, messag
     assert proc.returncode == 0, proc.stdout + proc.stderr
     lines = proc.stdout.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith("ERROR") and message in line for line in lines), proc.stdout
+
+
+NESTED = """
+import sys
+import numpy as np
+from torch_tpu import runtime
+n = int(sys.argv[1])
+lines = ["module {", " func.func @main(%x: tensor<f32>) -> tensor<f32> {", "  %c = stablehlo.constant dense<0> : tensor<i32>"]
+lines += [f'  %r{k} = "stablehlo.case"(%c) ({{' for k in range(n)] + ["  stablehlo.return %x : tensor<f32>"]
+for k in reversed(range(n)):
+    lines.append("  }) : (tensor<i32>) -> tensor<f32>")
+    if k:
+        lines.append(f"  stablehlo.return %r{k} : tensor<f32>")
+lines += ["  return %r0 : tensor<f32>", " }", "}"]
+try:
+    print("OK", runtime.execute("\\n".join(lines), np.float32(2.0))[0])
+except runtime.PjrtError as e:
+    print("REJECTED", e)
+"""
+
+RECURSIVE = """
+import numpy as np
+from torch_tpu import runtime
+prog = '''module {
+  func.func @main(%x: tensor<f32>) -> tensor<f32> {
+    %0 = func.call @f(%x) : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+  func.func private @f(%x: tensor<f32>) -> tensor<f32> {
+    %0 = func.call @g(%x) : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+  func.func private @g(%x: tensor<f32>) -> tensor<f32> {
+    %0 = call @f(%x) : (tensor<f32>) -> tensor<f32>
+    return %0 : tensor<f32>
+  }
+}'''
+try:
+    runtime.execute(prog, np.float32(1.0))
+    print("RAN")
+except runtime.PjrtError as e:
+    print("REJECTED", e)
+"""
+
+
+@pytest.mark.parametrize("depth,accepted", [(150, True), (5000, False)])
+def test_deeply_nested_program_is_rejected_not_crashing(depth, accepted):
+    proc = subprocess.run([sys.executable, "-c", NESTED, str(depth)], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    if accepted:
+        assert proc.stdout.startswith("OK 2.0"), proc.stdout
+    else:
+        assert "REJECTED" in proc.stdout and "nested deeper than" in proc.stdout, proc.stdout
+
+
+def test_recursive_program_is_rejected_not_crashing():
+    proc = subprocess.run([sys.executable, "-c", RECURSIVE], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "REJECTED" in proc.stdout and "recursive call: @" in proc.stdout, proc.stdout
