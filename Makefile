@@ -6,7 +6,7 @@ PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BUILD := build
 
-.PHONY: build demo test bench compare opinfo clean
+.PHONY: build demo test bench compare opinfo fuzz clean
 
 $(STAMP): requirements.txt pyproject.toml setup.py
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
@@ -50,6 +50,11 @@ bench: build
 	$(PYTHON) bench/runtime.py
 	$(PYTHON) bench/eager.py
 	$(PYTHON) bench/generate.py
+
+# Random op/argument combinations on tpu vs CPU (wrong exception types, silent mismatches, aborts,
+# hangs); tests/test_fuzz.py runs a short seeded slice in make test.
+fuzz: build
+	$(PYTHON) tools/fuzz.py --cases 5000 --seed $${SEED:-0}
 
 # Train-step speed of every way to run the tiny Llama (PyTorch CPU eager, Inductor, JAX jit, tpu Strict,
 # Fuse and compiled). JAX lives in its own environment (.venv-bench), never in the project's.

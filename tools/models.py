@@ -56,6 +56,7 @@ SLICE = ["gpt2", "llama", "bert", "t5", "mixtral", "qwen2_moe", "wav2vec2", "vit
 
 BATCH, SEQ, VOCAB, INPUT_VOCAB = 2, 16, 128, 100  # token inputs avoid the special ids placed above 100
 HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, LAYERS = 64, 128, 4, 2, 16, 2
+MAX_ELEMENTS = 50_000_000  # parameters + buffers of a shrunk model
 TOLERANCE = 0.10  # relative perplexity difference, relative MSE
 ABS_MSE = 0.05
 
@@ -82,7 +83,9 @@ SMALL = {
     **dict.fromkeys(["num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"], 4),
     **dict.fromkeys(["num_experts_per_tok", "moe_topk", "num_selected_experts", "moe_k", "top_k"], 2),
     **dict.fromkeys(["n_shared_experts", "num_shared_experts", "n_group", "topk_group"], 1),
-    **dict.fromkeys(["vocab_size"], VOCAB),
+    **dict.fromkeys(["vocab_size", "vocab_size_per_layer_input"], VOCAB),
+    **dict.fromkeys(["hidden_size_per_layer_input"], 16),
+    **dict.fromkeys(["num_kv_shared_layers"], 0),
     **dict.fromkeys(["max_position_embeddings", "n_positions", "max_target_positions", "n_ctx",
                      "max_sequence_length", "max_seq_len"], 256),
     **dict.fromkeys(["image_size", "img_size"], 32),
@@ -112,6 +115,9 @@ OVERRIDES = {
     "wav2vec2": {"conv_dim": [16, 16], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
     "esm": {"pad_token_id": 1, "mask_token_id": 2},
     "bamba": {"attn_layer_indices": [1]},
+    "dots3_note_text": {"head_dim": 32},  # partial_rotary_factor 0.25 x head_dim == qk_rope_head_dim
+    "dots3_note": {"text_config.head_dim": 32},
+    "dbrx": {"attn_config.rope_theta": 10000.0, "attn_config.clip_qkv": 8.0},
     "cohere_compass_text": {"rope_parameters": {t: {"rope_type": "default", "rope_theta": 10000.0}
                                                 for t in ("full_attention", "sliding_attention")}},
     "zamba2": {"attention_head_dim": 32, "mamba_headdim": 16, "n_mamba_heads": 8},
@@ -210,10 +216,14 @@ def shrink(config):
               and all(isinstance(v, int) and v >= INPUT_VOCAB for v in value)):
             out[key] = list(range(next_special, next_special - len(value), -1))
             next_special -= len(value)
+        elif key in SMALL and isinstance(value, (list, tuple)) and value and all(isinstance(v, int) for v in value):
+            out[key] = [min(v, SMALL[key]) for v in (_two_kinds(list(value)) if len(value) == orig_layers else value)]
         elif isinstance(value, (list, tuple)) and orig_layers and len(value) == orig_layers:
             out[key] = _two_kinds(list(value))  # per-layer lists (layer_types, block types, ...)
         elif isinstance(value, str) and orig_layers and len(value) == orig_layers and key.endswith("pattern"):
             out[key] = "".join(_two_kinds(list(value)))
+        elif key == "per_layer_config" and isinstance(value, dict):  # heterogeneous configs: layer -> values
+            out[key] = {k: v for k, v in value.items() if str(k).isdigit() and int(k) < LAYERS}
         elif key in ("depths",) and isinstance(value, (list, tuple)):
             out[key] = [1] * len(value)
         elif key in ("hidden_sizes", "embed_dims", "embedding_dims", "neck_hidden_sizes") and isinstance(value, (list, tuple)):
@@ -240,7 +250,8 @@ def shrink(config):
             for key in list(out):
                 if key != anchor and key in SMALL and d.get(key) == d[anchor] and SMALL[key] != out[anchor] \
                         and key not in ("vocab_size",) and not key.endswith(("_layers", "_heads", "layer")) \
-                        and not any(w in key for w in ("position", "ctx", "seq", "window", "len")):
+                        and not any(w in key for w in ("position", "ctx", "seq", "window", "len")) \
+                        and any(w in key for w in ("dim", "size", "hidden")):
                     out[key] = out[anchor]
             for key, value in d.items():  # e.g. upsample_groups == hidden_size
                 if key not in out and value == d[anchor] and isinstance(value, int) and not isinstance(value, bool) \
@@ -255,6 +266,19 @@ def shrink(config):
                         d[e] * d[hidden_key] == d[h] * d[hd]:
                     new_hd = out.get(hd, d[hd])
                     out[h] = max(1, d[e] * out.get(hidden_key, d[hidden_key]) // new_hd)
+    # MoE defaults left unset (None) in some configs: 4 experts, top-2
+    expert_keys = [k for k in ("num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts") if k in d]
+    topk_keys = [k for k in ("num_experts_per_tok", "moe_topk", "num_experts_per_token", "moe_k") if k in d]
+    if expert_keys and topk_keys:
+        for k in expert_keys:
+            if d[k] is None:
+                out[k] = 4
+        for k in topk_keys:
+            if d[k] is None:
+                out[k] = 2
+        for k in ("n_shared_experts", "num_shared_experts"):
+            if k in d and d[k] is None:
+                out[k] = 1
     if isinstance(d.get("qk_head_dim"), int) and "qk_nope_head_dim" in out and "qk_rope_head_dim" in out:
         out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
     return out
@@ -293,6 +317,22 @@ def build(model_type, task, cls_name):
     import transformers
     cfg = small_config(model_type)
     cls = getattr(transformers, cls_name)
+    wanted = getattr(cls, "config_class", None)
+    for sub in ("text_config", "decoder_config", "decoder"):  # a composite type mapped to a text-only head
+        if wanted is not None and not isinstance(cfg, wanted) and isinstance(getattr(cfg, sub, None), wanted):
+            cfg = getattr(cfg, sub)
+            break
+    try:  # size check without allocating: a config the shrink missed could fill the machine's memory
+        with warnings.catch_warnings(), torch.device("meta"):
+            warnings.simplefilter("ignore")
+            probe = cls(cfg)
+            size = sum(t.numel() for t in (*probe.parameters(), *probe.buffers()))
+            del probe
+    except Exception:
+        size = 0  # (some models cannot be built on the meta device; the memory watchdog still applies)
+    if size > MAX_ELEMENTS:
+        raise RuntimeError(f"the shrunk config still has {size / 1e6:.0f}M parameter and buffer elements "
+                           f"(limit {MAX_ELEMENTS / 1e6:.0f}M): the generic shrink does not reach this config")
     for attempt in range(4):
         torch.manual_seed(0)
         try:
@@ -582,10 +622,17 @@ def worker(model_type, task, cls_name, mode, do_compile, result_path):
     result = {"model": model_type, "task": task, "class": cls_name, "status": None, "error": "", "stage": ""}
 
     def save():
-        with open(result_path, "w") as f:
+        with open(result_path + ".tmp", "w") as f:
             json.dump(result, f)
+        os.replace(result_path + ".tmp", result_path)
+
+    def at(stage):  # progress, for a process that is killed (timeout, memory) or dies
+        result["progress"] = stage
+        save()
+        return stage
 
     start = time.time()
+    at("build")
     try:
         cpu_model, cfg = build(model_type, task, cls_name)
         result["params"] = sum(p.numel() for p in cpu_model.parameters())
@@ -593,6 +640,7 @@ def worker(model_type, task, cls_name, mode, do_compile, result_path):
         result.update(status="not-instantiable-offline", error=first_line(e), where=where(e))
         save()
         return
+    at("cpu reference")
     try:
         candidates = make_inputs(cpu_model, cfg, task)
     except Exception as e:
@@ -654,22 +702,23 @@ def worker(model_type, task, cls_name, mode, do_compile, result_path):
             result["generate_cpu_error"] = first_line(e)
             generative = False
     result["cpu_seconds"] = round(time.time() - start, 1)
+    at("cpu reference done")
 
     # tpu
     torch_tpu.metrics.reset()
     numerics_ok = True
-    stage = "to(tpu)"
+    stage = at("to(tpu)")
     t0 = time.time()
     try:
         with torch_tpu.execution_mode(mode):
             tpu_model = tpu_model.to("tpu")
-            stage = "forward"
+            stage = at("forward")
             got = run_forward(tpu_model, to(inputs, "tpu"), use_labels)
             got_loss = loss_of(got, use_labels)
-            stage = "backward"
+            stage = at("backward")
             got_loss.backward()
             torch_tpu.sync()
-            stage = "compare"
+            stage = at("compare")
             result["tpu_loss"] = got_loss.item()
             ok, worst, name = compare_outputs(got, want)
             result.update(out_ok=ok, out_rel_mse=worst, out_worst=name)
@@ -690,7 +739,7 @@ def worker(model_type, task, cls_name, mode, do_compile, result_path):
             numerics_ok &= ok
             result["compiles_fwd_bwd"] = int(torch_tpu.metrics.counters().get("compiles", 0))
             if generative:
-                stage = "generate"
+                stage = at("generate")
                 gkw = {k: (v.to("tpu") if isinstance(v, torch.Tensor) else v)
                        for k, v in generate_kwargs(task, inputs, cfg).items()}
                 with torch.no_grad():
@@ -717,17 +766,17 @@ def worker(model_type, task, cls_name, mode, do_compile, result_path):
     save()
 
     if do_compile and result["status"] in ("pass", "numerics-fail"):
-        stage = "compile to(tpu)"
+        stage = at("compile to(tpu)")
         t0 = time.time()
         before = int(torch_tpu.metrics.counters().get("compiles", 0))
         try:
             with torch_tpu.execution_mode(mode):
                 model = compiled_src.to("tpu")
                 compiled = torch.compile(model, backend="tpu")
-                stage = "compiled forward"
+                stage = at("compiled forward")
                 got = run_forward(compiled, to(inputs, "tpu"), use_labels)
                 got_loss = loss_of(got, use_labels)
-                stage = "compiled backward"
+                stage = at("compiled backward")
                 got_loss.backward()
                 torch_tpu.sync()
                 ok_out, worst_out, _ = compare_outputs(got, want)
@@ -757,15 +806,35 @@ def run_one(model_type, task, cls_name, args):
     if not args.disk_cache:
         env["TORCH_TPU_CACHE"] = "0"  # compile counts are the model's own, whatever ran before
     start = time.time()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
-                            start_new_session=True)
-    try:
-        output, _ = proc.communicate(timeout=args.timeout)
-        timed_out = False
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        timed_out = True
+    killed = None  # "timeout" or "memory": the watchdog below killed the model's process group
+    with tempfile.TemporaryFile(mode="w+") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
+                                start_new_session=True)
+        try:
+            import psutil
+            watched = psutil.Process(proc.pid)
+        except Exception:
+            watched = None
+        peak = 0
+        while proc.poll() is None:
+            if time.time() - start > args.timeout:
+                killed = "timeout"
+            elif watched is not None:
+                try:
+                    rss = watched.memory_info().rss + sum(c.memory_info().rss for c in watched.children(recursive=True))
+                    peak = max(peak, rss)
+                    if rss > args.max_memory_gb * 2**30:
+                        killed = "memory"
+                except Exception:
+                    pass
+            if killed:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+            time.sleep(0.25)
+        log.seek(0)
+        output = log.read()[-20000:]
+    timed_out = killed == "timeout"
     seconds = round(time.time() - start, 1)
     try:
         with open(path) as f:
@@ -777,19 +846,24 @@ def run_one(model_type, task, cls_name, args):
     result.setdefault("task", task)
     result.setdefault("class", cls_name)
     tail = [line for line in (output or "").strip().splitlines() if line.strip()]
-    if timed_out:
-        if result.get("status") in ("pass", "numerics-fail") and args.compile and "compile_status" not in result:
-            result.update(compile_status="timeout", compile_error=f"timed out after {args.timeout} s")
+    finished = result.get("status") is not None
+    compile_pending = args.compile and result.get("status") in ("pass", "numerics-fail") and "compile_status" not in result
+    if killed or not finished or compile_pending:  # the process did not finish its work
+        if killed == "timeout":
+            why = f"timed out after {args.timeout} s"
+        elif killed == "memory":
+            why = f"used more than {args.max_memory_gb:g} GiB of memory: killed"
         else:
-            result.update(status="timeout", error=f"timed out after {args.timeout} s (stage after: {result.get('stage') or '?'})")
-    elif not result.get("status"):
-        sig = -proc.returncode if proc.returncode and proc.returncode < 0 else None
-        why = f"killed by signal {signal.Signals(sig).name}" if sig else f"exit status {proc.returncode}"
-        result.update(status="crash", error=f"process {why}: {tail[-1][:250] if tail else ''}")
-    elif args.compile and result.get("status") in ("pass", "numerics-fail") and "compile_status" not in result:
-        sig = -proc.returncode if proc.returncode and proc.returncode < 0 else None
-        why = f"killed by signal {signal.Signals(sig).name}" if sig else f"exit status {proc.returncode}"
-        result.update(compile_status="crash", compile_error=f"process {why}: {tail[-1][:200] if tail else ''}")
+            sig = -proc.returncode if proc.returncode and proc.returncode < 0 else None
+            why = (f"process killed by signal {signal.Signals(sig).name}" if sig else
+                   f"process exit status {proc.returncode}") + (f": {tail[-1][:200]}" if tail else "")
+        stage = result.get("progress") or "start"
+        if compile_pending:
+            result.update(compile_status="timeout" if killed == "timeout" else "crash",
+                          compile_error=f"{why} (stage: {stage})")
+        else:
+            result.update(status="timeout" if killed == "timeout" else "crash", error=why)
+            result["stage"] = stage
     result["seconds"] = seconds
     return result
 
@@ -902,6 +976,8 @@ def main():
     p.add_argument("--slice", action="store_true", help="a short diverse slice: " + ",".join(SLICE))
     p.add_argument("--workers", type=int, default=1, help="models run at the same time (default 1)")
     p.add_argument("--timeout", type=int, default=300, help="seconds per model (default 300)")
+    p.add_argument("--max-memory-gb", type=float, default=6.0,
+                   help="a model process using more memory than this is killed (default 6)")
     p.add_argument("--out", help="write the markdown report here (e.g. docs/model_coverage.md)")
     p.add_argument("--results", default=os.path.join(ROOT, "build", "models", "results.jsonl"),
                    help="one JSON line per model, appended as models finish")
@@ -911,6 +987,7 @@ def main():
     p.add_argument("--disk-cache", action="store_true",
                    help="use the persistent compile cache (faster reruns; compile counts then omit cache hits)")
     p.add_argument("--list", action="store_true", help="print the catalog and exit")
+    p.add_argument("--report-only", action="store_true", help="rewrite --out from --results without running")
     p.add_argument("--worker", nargs=4, metavar=("TYPE", "TASK", "CLASS", "RESULT"), help=argparse.SUPPRESS)
     args = p.parse_args()
 
@@ -930,6 +1007,20 @@ def main():
     if args.list:
         for m, task, cls in todo:
             print(f"{m:32} {task:22} {cls}")
+        return 0
+    if args.report_only:
+        if not args.out:
+            p.error("--report-only needs --out")
+        wanted = {m for m, _, _ in todo}
+        latest = {}
+        with open(args.results) as f:
+            for line in f:
+                r = json.loads(line)
+                if r["model"] in wanted:
+                    latest[r["model"]] = r
+        elapsed = sum(r.get("seconds", 0) for r in latest.values())
+        n, crash_free, passed = write_report(list(latest.values()), os.path.join(ROOT, args.out), args, elapsed)
+        print(f"attempted {n}, crash-free {crash_free}, numerics pass {passed}; wrote {args.out}")
         return 0
 
     results = []

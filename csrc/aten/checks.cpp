@@ -1,6 +1,6 @@
-// Argument checks CPU kernels make on Python-scalar arguments (distribution parameters, exponents,
-// thresholds). Scalars are runtime operands of the compiled programs, so their values are checked
-// here, on the host, on every call, cached or not.
+// Argument checks CPU (and CUDA) kernels make that PyTorch's Meta kernels lack: on Python-scalar
+// arguments (distribution parameters, exponents, thresholds: runtime operands of the compiled programs,
+// so their values are checked here, on every call, cached or not), and on dtypes.
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
@@ -41,6 +41,28 @@ void check_scalar_args(const std::string& name, c10::ArrayRef<c10::IValue> args)
                                        : std::numeric_limits<float>::max();
     TORCH_CHECK(lambd >= 0 && lambd <= most, "lambda must be in range [0, ", most, "] for input dtype ", t,
                 ", but found ", lambd);
+  } else if (name.rfind("sub", 0) == 0 || name.rfind("rsub", 0) == 0) {
+    auto is_bool = [&](size_t i) {
+      return args[i].isTensor() ? args[i].toTensor().scalar_type() == at::kBool : args[i].isBool();
+    };
+    if (name.find('.') != std::string::npos && args.size() >= 2) {
+      TORCH_CHECK(!is_bool(0) || !is_bool(1), "Subtraction, the `-` operator, with two bool tensors is not supported. "
+                  "Use the `^` or `logical_xor()` operator instead.");
+      TORCH_CHECK(!is_bool(0) && !is_bool(1), "Subtraction, the `-` operator, with a bool tensor is not supported. "
+                  "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+    }
+  } else if (name == "relu" || name == "relu_") {
+    TORCH_CHECK(args[0].toTensor().scalar_type() != at::kBool, "Boolean inputs not supported for relu");
+  } else if (name.rfind("var", 0) == 0 || name.rfind("std", 0) == 0) {
+    at::ScalarType t = args[0].toTensor().scalar_type();
+    TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t), "std and var only support floating point and complex dtypes");
+  } else if (name.rfind("index_add", 0) == 0) {
+    at::ScalarType self = args[0].toTensor().scalar_type(), source = args[3].toTensor().scalar_type();
+    TORCH_CHECK(self == source, "index_add_(): self (", self, ") and source (", source, ") must have the same scalar type");
+  } else if (name.rfind("index_copy", 0) == 0) {
+    at::ScalarType self = args[0].toTensor().scalar_type(), source = args[3].toTensor().scalar_type();
+    TORCH_CHECK(self == source, "index_copy_(): self and source expected to have the same dtype, but got (self) ", self,
+                " and (source) ", source);
   } else if (name == "multinomial" || name == "multinomial.out") {
     TORCH_CHECK(at::isFloatingType(args[0].toTensor().scalar_type()),
                 "multinomial only supports floating-point dtypes for input, got: ", args[0].toTensor().scalar_type());

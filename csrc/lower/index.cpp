@@ -21,10 +21,12 @@ std::string out_of_bounds(int64_t dim, int64_t n) {
 const char* kOutOfRangeInSelf = "index out of range in self";
 
 // `idx` as s64 with negative entries wrapped for a dim of size n; checked on the device against
-// [-n, n) with `message` unless it is empty (backward ops: their forward checked the same indices).
-Value wrap_index(Builder& b, Value idx, int64_t n, const std::string& message = "", bool index_error = true) {
+// [-n, n) (or [0, n) when !negative) with `message` unless it is empty (backward ops: their forward
+// checked the same indices; a tensor without elements: CPU checks nothing then).
+Value wrap_index(Builder& b, Value idx, int64_t n, const std::string& message = "", bool index_error = true,
+                 bool negative = true) {
   idx = convert(b, idx, DType::S64);
-  if (!message.empty()) check_bounds(b, idx, n, message, index_error);
+  if (!message.empty()) check_bounds(b, idx, n, message, index_error, negative);
   Value neg = b.compare(idx, zeros(b, idx.type), Cmp::LT);
   return b.select(neg, b.add(idx, scalar_like(b, static_cast<double>(n), idx.type)), idx);
 }
@@ -68,7 +70,8 @@ Value scatter_(Builder& b, Value x, Value indices, Value updates, const hlo::Sca
 // component `dim` being the index value and the others the element's own position.
 Value coords_along(Builder& b, Value index, int64_t dim, const Dims& x_dims) {
   int64_t r = index.type.rank();
-  check_bounds(b, index, x_dims[dim], out_of_bounds(dim, x_dims[dim]), false, /*negative=*/false);
+  if (hlo::TensorType{DType::F32, x_dims}.numel())
+    check_bounds(b, index, x_dims[dim], out_of_bounds(dim, x_dims[dim]), false, /*negative=*/false);
   TensorType t{DType::S64, index.type.dims};
   Values parts;
   for (int64_t d = 0; d < r; ++d)
@@ -87,8 +90,10 @@ hlo::ScatterDims point_dims(int64_t rank) {
 // gather(self, dim, index)
 Values gather(Ctx& c) {
   Value x = at_least_1d(c.b, c.v(0)), idx = at_least_1d(c.b, c.v(2));
-  if (idx.type.numel() == 0 || x.type.numel() == 0) return {zeros(c.b, c.out[0])};
   int64_t r = x.type.rank(), dim = wrap_dim(c.i(1), r);
+  if (x.type.numel() == 0)  // CPU still checks the indices against the dim's size
+    check_bounds(c.b, idx, x.type.dims[dim], out_of_bounds(dim, x.type.dims[dim]), false, false);
+  if (idx.type.numel() == 0 || x.type.numel() == 0) return {zeros(c.b, c.out[0])};
   hlo::GatherDims g;
   g.collapsed_slice_dims = point_dims(r).inserted_window_dims;
   g.start_index_map = g.collapsed_slice_dims;
@@ -194,8 +199,11 @@ Value scatter_dim(Builder& b, Value x, int64_t dim, Value idx, Value updates, Co
 Values index_select(Ctx& c) {
   Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
   int64_t dim = wrap_dim(c.i(1), x.type.rank());
-  if (c.out[0].numel() == 0 || x.type.dims[dim] == 0) return {zeros(c.b, c.out[0])};
-  idx = wrap_index(c.b, c.b.reshape(idx, {idx.type.numel()}), x.type.dims[dim], kOutOfRangeInSelf);
+  if (c.out[0].numel() == 0 || x.type.dims[dim] == 0) {  // CPU still checks the indices
+    check_bounds(c.b, idx, x.type.dims[dim], kOutOfRangeInSelf, true, false);
+    return {zeros(c.b, c.out[0])};
+  }
+  idx = wrap_index(c.b, c.b.reshape(idx, {idx.type.numel()}), x.type.dims[dim], kOutOfRangeInSelf, true, false);
   return {c.b.reshape(take_dim(c.b, x, dim, idx), c.out[0].dims)};
 }
 
@@ -229,8 +237,13 @@ Values index_combine(Ctx& c, Combine k) {
   DType t = k == Combine::Add ? compute_type(x.type.dtype) : x.type.dtype;
   Value src = convert(c.b, c.b.reshape(c.v(3), src_shape), t);
   if (k == Combine::Add && c.has(4)) src = c.b.mul(src, operand(c, 4, t, src_shape));
-  idx = wrap_index(c.b, c.b.reshape(idx, {n}), x.type.dims[dim],
-                   k == Combine::Add ? std::string(kOutOfRangeInSelf) : "index_copy_(): " + out_of_bounds(dim, x.type.dims[dim]));
+  // CPU's messages: index_add of a vector, of a matrix or more, index_copy
+  bool vector = c.v(0).type.rank() <= 1;
+  std::string message = k == Combine::Replace ? "index_copy_(): " + out_of_bounds(dim, x.type.dims[dim])
+                        : vector              ? std::string(kOutOfRangeInSelf)
+                                              : out_of_bounds(dim, x.type.dims[dim]);
+  if (!x.type.numel()) message.clear();
+  idx = wrap_index(c.b, c.b.reshape(idx, {n}), x.type.dims[dim], message, k == Combine::Replace || vector, false);
   return {c.b.reshape(scatter_dim(c.b, x, dim, idx, src, k), c.out[0].dims)};
 }
 Values index_add(Ctx& c) { return index_combine(c, Combine::Add); }
@@ -257,7 +270,7 @@ Values index_reduce(Ctx& c) {
   Dims src_shape = x.type.dims;
   src_shape[dim] = n;
   Value src = convert(c.b, c.b.reshape(c.v(3), src_shape), t);
-  idx = wrap_index(c.b, c.b.reshape(idx, {n}), len, kOutOfRangeInSelf);
+  idx = wrap_index(c.b, c.b.reshape(idx, {n}), len, x.type.numel() ? kOutOfRangeInSelf : "", true, false);
   bool include_self = c.flag(5, true);
   if (!include_self) {  // the slices written start from the identity (amax/amin: from one of their values)
     bool extreme = red == "amax" || red == "amin";
@@ -280,7 +293,7 @@ Values index_fill(Ctx& c) {
   Value x = at_least_1d(c.b, c.v(0)), idx = int_index(c, 2);
   int64_t dim = wrap_dim(c.i(1), x.type.rank()), n = x.type.dims[dim], k = idx.type.numel();
   if (k == 0 || n == 0) return {c.b.reshape(x, c.out[0].dims)};
-  idx = wrap_index(c.b, c.b.reshape(idx, {k}), n, out_of_bounds(dim, n));
+  idx = wrap_index(c.b, c.b.reshape(idx, {k}), n, x.type.numel() ? out_of_bounds(dim, n) : "");
   Value hit = scatter_dim(c.b, zeros(c.b, {DType::Pred, {n}}), 0, idx, c.b.splat({DType::Pred, {k}}, 1),
                           Combine::Replace);
   Value mask = c.b.broadcast_in_dim(hit, x.type.dims, {dim});
@@ -385,7 +398,8 @@ Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
   for (size_t j = 0; j < used.size(); ++j) {
     Value v = broadcast_to(c.b, convert(c.b, used[j], DType::S64), p.batch);
     int64_t d = p.dims[j];
-    parts.push_back(c.b.reshape(wrap_index(c.b, v, x_dims[d], out_of_bounds(d, x_dims[d])), with(p.batch, 1)));
+    bool empty = hlo::TensorType{DType::F32, x_dims}.numel() == 0;  // CPU checks nothing then
+    parts.push_back(c.b.reshape(wrap_index(c.b, v, x_dims[d], empty ? "" : out_of_bounds(d, x_dims[d])), with(p.batch, 1)));
   }
   int64_t nb = static_cast<int64_t>(p.batch.size());
   p.coords = parts.size() == 1 ? parts[0] : c.b.concatenate(parts, nb);
@@ -504,8 +518,8 @@ Values masked_index_put_accumulate(Ctx& c) {
 // embedding(weight, indices, padding_idx, scale_grad_by_freq, sparse)
 Values embedding(Ctx& c) {
   Value w = c.v(0), idx = c.v(1);
-  if (c.out[0].numel() == 0) return {zeros(c.b, c.out[0])};
   check_bounds(c.b, idx, w.type.dims[0], kOutOfRangeInSelf, true, /*negative=*/false);
+  if (c.out[0].numel() == 0) return {zeros(c.b, c.out[0])};
   return {take_dim(c.b, w, 0, wrap_index(c.b, idx, w.type.dims[0]))};
 }
 
