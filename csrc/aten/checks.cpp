@@ -56,6 +56,11 @@ void check_scalar_args(const std::string& name, c10::ArrayRef<c10::IValue> args)
   } else if (name.rfind("var", 0) == 0 || name.rfind("std", 0) == 0) {
     at::ScalarType t = args[0].toTensor().scalar_type();
     TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t), "std and var only support floating point and complex dtypes");
+  } else if (name == "index_select" || name == "index_select.out") {
+    const at::Tensor& self = args[0].toTensor();
+    int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), std::max<int64_t>(self.dim(), 1));
+    TORCH_CHECK(args[2].toTensor().numel() == 0 || self.dim() == 0 || self.size(dim) > 0,
+                "index_select(): self indexing axis dim should be positive");
   } else if (name.rfind("index_add", 0) == 0) {
     at::ScalarType self = args[0].toTensor().scalar_type(), source = args[3].toTensor().scalar_type();
     TORCH_CHECK(self == source, "index_add_(): self (", self, ") and source (", source, ") must have the same scalar type");
