@@ -5,12 +5,16 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_fuzz_slice():
+@pytest.mark.parametrize("fuse", ["0", "1"], ids=["strict", "fuse"])
+def test_fuzz_slice(fuse):
     proc = subprocess.run([sys.executable, "tools/fuzz.py", "--cases", "400", "--seed", "7"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+                          capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, TORCH_TPU_DEFER_AND_FUSE=fuse))
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     assert "400 cases (seed 7): 400 ok" in proc.stdout
 
