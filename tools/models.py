@@ -64,7 +64,7 @@ SLICE = ["gpt2", "llama", "bert", "t5", "mixtral", "qwen2_moe", "wav2vec2", "vit
 
 BATCH, SEQ, VOCAB, INPUT_VOCAB = 2, 16, 128, 100  # token inputs avoid the special ids placed above 100
 HIDDEN, FFN, HEADS, KV_HEADS, HEAD_DIM, LAYERS = 64, 128, 4, 2, 16, 2
-MAX_ELEMENTS = 50_000_000  # parameters + buffers of a shrunk model
+MAX_ELEMENTS = 300_000_000  # parameters + buffers of a shrunk model (the memory watchdog is the backstop)
 TOLERANCE = 0.10  # relative perplexity difference, relative MSE
 ABS_MSE = 0.05
 
@@ -73,7 +73,9 @@ SMALL = {
     **dict.fromkeys(["hidden_size", "d_model", "n_embd", "embed_dim", "dim", "hidden_dim", "model_dim",
                      "word_embed_proj_dim", "d_embed", "n_embed", "projection_dim", "proj_size",
                      "output_hidden_size", "classifier_proj_size", "text_embed_dim", "vision_embed_dim",
-                     "embedding_dim", "cross_attention_hidden_size"], HIDDEN),
+                     "embedding_dim", "cross_attention_hidden_size", "emb_dim", "d_latents"], HIDDEN),
+    **dict.fromkeys(["entity_vocab_size"], VOCAB),
+    **dict.fromkeys(["num_latents"], 32),
     **dict.fromkeys(["embedding_size"], 32),
     **dict.fromkeys(["intermediate_size", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim", "n_inner", "d_ff",
                      "ffn_hidden_size", "intermediate_size_mlp", "d_inner", "hidden_act_dim", "mlp_dim",
@@ -123,6 +125,7 @@ OVERRIDES = {
     "wav2vec2": {"conv_dim": [16, 16], "conv_stride": [5, 2], "conv_kernel": [10, 3]},
     "esm": {"pad_token_id": 1, "mask_token_id": 2},
     "bamba": {"attn_layer_indices": [1]},
+    "mobilebert": {"true_hidden_size": 32, "intra_bottleneck_size": 32, "embedding_size": 32},
     "bit": {"num_groups": 4},
     "hgnet_v2": {"hidden_sizes": [128, 512, 1024, 2048]},  # the head reads hidden_sizes[-1] == stage_out_channels[-1]
     "efficientnet": {"width_coefficient": 0.25, "depth_coefficient": 0.5, "hidden_dim": 320},
@@ -134,6 +137,7 @@ OVERRIDES = {
     "granitemoehybrid": {"layer_types": ["linear_attention", "full_attention"]},
     "lfm2_moe": {"layer_types": ["conv", "full_attention"], "num_dense_layers": 1},
     "recurrent_gemma": {"block_types": ["recurrent", "attention"], "lru_width": 64, "attention_window_size": 8},
+    "blt": {"encoder_hash_byte_group_vocab": 256},
     "xlstm": {"num_blocks": 2, "qk_dim_factor": 1.0},  # (0.5: the native step kernel refuses its own state)
     "dots3_note_text": {"head_dim": 32},  # partial_rotary_factor 0.25 x head_dim == qk_rope_head_dim
     "dots3_note": {"text_config.head_dim": 32},
@@ -143,10 +147,15 @@ OVERRIDES = {
     "zamba2": {"attention_head_dim": 32, "mamba_headdim": 16, "n_mamba_heads": 8},
     "zamba": {"num_hidden_layers": 4, "attention_head_dim": 32,  # two hybrid layers share one transformer
               "layers_block_type": ["linear_attention", "hybrid", "linear_attention", "hybrid"]},
-    "reformer": {"axial_pos_embds_dim": [32, 32], "axial_pos_shape": [8, 8], "attn_layers": ["local", "lsh"],
+    # Reformer's backward needs train mode; LSH attention draws random rotations (device RNG): local only
+    "reformer": {"axial_pos_embds_dim": [32, 32], "axial_pos_shape": [4, 4], "attn_layers": ["local", "local"],
+                 "hidden_dropout_prob": 0.0, "local_attention_probs_dropout_prob": 0.0,
                  "lsh_attn_chunk_length": 16, "local_attn_chunk_length": 16, "num_buckets": 4,
                  "feed_forward_size": 128},
 }
+
+# Model types whose backward needs train mode (dropout set to 0 above instead of eval mode).
+TRAIN_MODE = {"reformer"}
 
 # Per model type: set-up a real checkpoint or pipeline would do after building the model.
 POST_BUILD = {
@@ -394,7 +403,10 @@ def build(model_type, task, cls_name):
         for p in model.parameters():
             if p.dim() >= 2 and p.numel() > 1 and p.is_floating_point() and bool((p == p.flatten()[0]).all()):
                 p.copy_(torch.randn(p.shape, generator=g) * 0.02)
-    return model.float().eval(), cfg
+    model = model.float().eval()
+    if model_type in TRAIN_MODE:  # (its dropout probabilities are set to 0 in OVERRIDES)
+        model.train()
+    return model, cfg
 
 
 # ------------------------------------------------------------------------------------------------
