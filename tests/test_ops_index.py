@@ -429,6 +429,15 @@ def test_masked_fill_grad_broadcast():
     check(lambda x, m, v: x.masked_fill(m, v), x, x > 0, torch.tensor(2.0), grad=True)
 
 
+def test_masked_fill_cpu_scalar_value():
+    # a 0-d CPU tensor as the value, as CUDA accepts (SEW-D's XSoftmax passes one)
+    x = make(torch.float32, (3, 4))
+    m = make(torch.bool, (3, 4), 5)
+    value = torch.tensor(torch.finfo(torch.float32).min)
+    assert_close(x.to("tpu").masked_fill(m.to("tpu"), value), x.masked_fill(m, value))
+    assert_close(x.to("tpu").masked_fill_(m.to("tpu"), value), x.clone().masked_fill_(m, value))
+
+
 def test_masked_scatter():
     x = make(torch.float32, (3, 4))
     m = make(torch.bool, (3, 4), 5)

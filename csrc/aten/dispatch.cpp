@@ -171,10 +171,23 @@ c10::IValue to_meta(const c10::IValue& v) {
 }
 
 // Runs PyTorch's Meta kernel of `op` on meta copies of `args`; returns its outputs.
+// A CPU scalar tensor stays on the CPU, as most meta kernels expect; those that insist on one device
+// for all tensors (masked_fill's) get another try with it as a meta tensor too.
 torch::jit::Stack run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   torch::jit::Stack meta;
   for (const c10::IValue& v : args) meta.push_back(to_meta(v));
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  } catch (const std::exception&) {  // (a Python meta kernel's error is not a c10::Error)
+    auto cpu_scalar = [](const c10::IValue& v) {
+      return v.isTensor() && v.toTensor().defined() && v.toTensor().device().is_cpu() && v.toTensor().dim() == 0;
+    };
+    if (std::none_of(args.begin(), args.end(), cpu_scalar)) throw;
+    meta.clear();
+    for (const c10::IValue& v : args)
+      meta.push_back(cpu_scalar(v) ? c10::IValue(at::empty({}, v.toTensor().options().device(c10::kMeta))) : to_meta(v));
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  }
   return meta;
 }
 
