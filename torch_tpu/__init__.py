@@ -28,6 +28,8 @@ def _register():
     if "torch._dynamo" in sys.modules:  # else the torch_dynamo_backends entry point finds "tpu" when asked
         from torch_tpu import compiler
         compiler.register()
+    from torch_tpu import huggingface
+    huggingface.install()  # device_map="auto" places models on tpu
 
 
 def _autoload():
