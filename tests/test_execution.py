@@ -35,6 +35,39 @@ def test_kv_cache_writes_compile_once():
     assert torch.equal(cache.cpu(), expected)
 
 
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32, torch.bool])
+def test_growing_sequence_compiles_once_per_capacity(dtype):
+    # generation's bookkeeping: append a token to a [1, n] sequence, read its last element
+    expected = torch.arange(5).reshape(1, 5).to(dtype)
+    seq = expected.to("tpu")
+    before = None
+    for i in range(70):
+        token = torch.tensor([[i % 3]]).to(dtype)
+        seq = torch.cat([seq, token.to("tpu")], dim=-1)
+        expected = torch.cat([expected, token], dim=-1)
+        last = seq[:, -1:].clone() + 0
+        assert torch.equal(last.cpu(), expected[:, -1:] + 0)
+        if i == 1:
+            before = compiles()
+    assert seq.shape == expected.shape and seq.is_contiguous()
+    assert torch.equal(seq.cpu(), expected)
+    assert compiles() - before <= 4  # crossing from a capacity of 64 elements to 128: cat, clone, add
+
+
+@pytest.mark.parametrize("dims", [(0, (3, 4), (2, 4)), (2, (1, 3, 4), (1, 3, 2)), (1, (1, 3, 4), (1, 2, 4))])
+def test_cat_results_with_spare_capacity_behave_as_exact_ones(dims):
+    dim, a_shape, b_shape = dims
+    a, b = torch.randn(a_shape), torch.randn(b_shape)
+    out = torch.cat([a.to("tpu"), b.to("tpu")], dim)
+    assert torch.equal(out.cpu(), torch.cat([a, b], dim))
+    assert out.stride() == torch.cat([a, b], dim).stride()
+    out.view(-1)[0] = 7.0  # its own storage: writes reach neither input
+    assert torch.equal(out.cpu().view(-1)[1:], torch.cat([a, b], dim).view(-1)[1:])
+    assert torch.equal(a.to("tpu").cpu(), a)
+    again = torch.cat([out, out[:1]], dim)  # a result grown again, and read in part
+    assert torch.equal(again.cpu(), torch.cat([out.cpu(), out.cpu()[:1]], dim))
+
+
 @pytest.mark.parametrize("view", [
     lambda t, i: t[i],                 # contiguous row
     lambda t, i: t[:, i],              # strided column

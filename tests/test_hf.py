@@ -114,3 +114,36 @@ def test_device_map_auto_splits_between_tpu_and_cpu_by_max_memory(tmp_path):
     assert model.model.layers[0].mlp.up_proj.weight.device.type == "tpu"
     ids = torch.randint(0, 100, (1, 5))
     torch.testing.assert_close(model(ids).logits.cpu(), reference(ids).logits)
+
+
+class CompilesPerStep(transformers.LogitsProcessor if hasattr(transformers, "LogitsProcessor") else object):
+    """Programs compiled so far, read at every decoding step."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, input_ids, scores):
+        self.seen.append(int(torch_tpu.metrics.counters().get("compiles", 0)))
+        return scores
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_static_cache_generation_compiles_nothing_after_the_second_token(compiled):
+    # the decode step at every position, and the growing input_ids bookkeeping (cat, reads of the last
+    # token, the stopping criteria): one set of programs serves every step
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    torch.manual_seed(0)
+    reference = transformers.LlamaForCausalLM(cfg)
+    model = copy.deepcopy(reference).to("tpu")
+    ids = torch.randint(0, 100, (1, 5))
+    kw = dict(max_new_tokens=12, min_new_tokens=12, do_sample=False, cache_implementation="static",
+              disable_compile=not compiled)
+    steps = CompilesPerStep()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = model.generate(ids.to("tpu"), logits_processor=[steps], **kw)
+        expected = reference.generate(ids, **{**kw, "disable_compile": True})
+    assert len(steps.seen) == 12
+    assert steps.seen[2:] == [steps.seen[2]] * 10, steps.seen
+    assert torch.equal(got.cpu(), expected)

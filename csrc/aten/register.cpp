@@ -16,6 +16,7 @@
 #include <ATen/ops/view_native.h>
 #include <torch/library.h>
 
+#include "aten/append.h"
 #include "aten/device.h"
 #include "aten/dispatch.h"
 #include "aten/tensor.h"
@@ -144,6 +145,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("equal", equal);
   m.impl("nonzero", nonzero_counted);
+  m.impl("cat", torch::CppFunction::makeFromBoxedFunction<&cat>());  // growing sequences: append.cpp
   m.impl("nonzero.out", nonzero_out);
   // Lowered foreach ops (and their in-place forms): their CompositeExplicitAutograd kernels (loops of
   // per-tensor ops) would win over the fallback, so they get the boxed kernel by name.

@@ -44,6 +44,23 @@ Values cat(Ctx& c) {
   return {xs.size() == 1 ? xs[0] : c.b.concatenate(xs, dim)};
 }
 
+// cat onto a sequence kept with spare capacity (aten/append.cpp), flat: (base storage, pieces..., its
+// length) -> the base resized to the result's capacity, the pieces written after its first `length`
+// elements. The length is a runtime operand, so one program serves every length of the sequence.
+Values cat_append(Ctx& c) {
+  const TensorType& o = c.out[0];
+  Values xs = c.vs(0);
+  Value base = convert(c.b, xs[0], o.dtype);
+  int64_t have = base.type.dims[0], capacity = o.dims[0];
+  base = have >= capacity ? c.b.slice(base, {0}, {capacity})
+                          : c.b.pad(base, zeros(c.b, {o.dtype, {}}), {0}, {capacity - have});
+  Values pieces;
+  for (size_t k = 1; k < xs.size(); ++k)
+    if (xs[k].type.numel() > 0) pieces.push_back(c.b.reshape(convert(c.b, xs[k], o.dtype), {xs[k].type.numel()}));
+  if (pieces.empty()) return {base};
+  return {c.b.dynamic_update_slice(base, pieces.size() == 1 ? pieces[0] : c.b.concatenate(pieces, 0), {c.v(1)})};
+}
+
 Values flip(Ctx& c) {
   Value x = c.v(0);
   return {c.b.reverse(x, reduce_dims(c.ints(1), x.type.rank(), false))};
@@ -220,7 +237,7 @@ Values unfold_backward(Ctx& c) {
 }
 
 Register r({
-    {"cat|cat.out", cat}, {"flip|flip.out", flip}, {"roll|roll.out", roll},
+    {"cat|cat.out", cat}, {"tpu_cat_append", cat_append}, {"flip|flip.out", flip}, {"roll|roll.out", roll},
     {"tril|tril.out", tril}, {"triu|triu.out", triu}, {"constant_pad_nd|constant_pad_nd.out", constant_pad_nd},
     {"slice_scatter|slice_scatter.out", slice_scatter}, {"select_scatter|select_scatter.out", select_scatter},
     {"diagonal_scatter|diagonal_scatter.out", diagonal_scatter},

@@ -56,11 +56,13 @@ struct Signature {
     put(static_cast<uint32_t>(t.size()));
     s += t;
   }
-  // A view's geometry without its offset (a runtime operand).
+  // A view's geometry without its offset (a runtime operand). A dim of size 1 never steps, so its
+  // stride does not count: x[:, -1:] of a growing [1, n] sequence is one program for every n.
   void put(const lower::View& v) {
     put(v.dtype);
     put(v.sizes);
-    put(v.strides);
+    put(static_cast<uint32_t>(v.strides.size()));
+    for (size_t d = 0; d < v.strides.size(); ++d) put(v.sizes[d] == 1 ? int64_t{0} : v.strides[d]);
   }
 };
 
