@@ -84,31 +84,29 @@ def test_from_pretrained_device_map_tpu_and_greedy_generate(tmp_path, dtype):
         assert torch.equal(got.cpu(), reference.generate(ids, max_new_tokens=4, do_sample=False))
 
 
-@pytest.mark.parametrize("device_map", ["auto", "balanced", "sequential"])
-def test_device_map_auto_places_on_tpu(tmp_path, device_map):
+def load_with_device_map(tmp_path, layers, **kw):
+    """A tiny Llama saved to tmp_path and loaded back with from_pretrained(**kw); and the original."""
     pytest.importorskip("accelerate")
-    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
                                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
     reference = transformers.LlamaForCausalLM(cfg)
     reference.save_pretrained(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        model = transformers.LlamaForCausalLM.from_pretrained(tmp_path, device_map=device_map)
+        return transformers.LlamaForCausalLM.from_pretrained(tmp_path, **kw), reference
+
+
+@pytest.mark.parametrize("device_map", ["auto", "balanced", "sequential"])
+def test_device_map_auto_places_on_tpu(tmp_path, device_map):
+    model, reference = load_with_device_map(tmp_path, 2, device_map=device_map)
     assert {p.device.type for p in model.parameters()} == {"tpu"}
     ids = torch.randint(0, 100, (1, 5))
     torch.testing.assert_close(model(ids.to("tpu")).logits.cpu(), reference(ids).logits)
 
 
 def test_device_map_auto_splits_between_tpu_and_cpu_by_max_memory(tmp_path):
-    pytest.importorskip("accelerate")
-    cfg = transformers.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    reference = transformers.LlamaForCausalLM(cfg)
-    reference.save_pretrained(tmp_path)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model = transformers.LlamaForCausalLM.from_pretrained(tmp_path, device_map="auto",
-                                                              max_memory={"tpu:0": "120KB", "cpu": "1GB"})
+    model, reference = load_with_device_map(tmp_path, 4, device_map="auto",
+                                            max_memory={"tpu:0": "120KB", "cpu": "1GB"})
     placed = set(model.hf_device_map.values())
     assert placed == {"tpu:0", "cpu"}, model.hf_device_map
     assert model.model.layers[0].mlp.up_proj.weight.device.type == "tpu"
