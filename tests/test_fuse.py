@@ -142,6 +142,21 @@ def test_in_place_and_views_keep_semantics(fuse):
     assert torch.equal(snapshot.cpu(), base)  # recorded before the writes: the old values
 
 
+def test_one_op_writing_several_views_of_one_storage(fuse):
+    # FSDP2's all-gather copy-in: a foreach op whose outputs are slices of one flat buffer
+    flat, expected = torch.zeros(6, device="tpu"), torch.zeros(6)
+    torch._foreach_add_([flat[:4], flat[4:]], 1.0)
+    torch._foreach_add_([expected[:4], expected[4:]], 1.0)
+    parts = [torch.arange(4.0), torch.tensor([7.0, 8.0])]
+    torch._foreach_copy_([flat[:4], flat[4:]], [p.to("tpu") for p in parts])
+    torch._foreach_copy_([expected[:4], expected[4:]], parts)
+    grid, grid_expected = torch.ones(2, 3, device="tpu"), torch.ones(2, 3)
+    torch._foreach_mul_([grid[0], grid[1, 1:]], 2.0)
+    torch._foreach_mul_([grid_expected[0], grid_expected[1, 1:]], 2.0)
+    assert torch.equal(flat[1:].cpu(), expected[1:])
+    assert torch.equal(grid.cpu(), grid_expected)
+
+
 def test_dead_intermediates_and_reused_inputs(fuse):
     x = torch.randn(32, device="tpu")
     a = x * 2

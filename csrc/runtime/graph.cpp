@@ -277,7 +277,10 @@ Launched record(OpCall& c, const InferResults& infer_results) {
   Launched result;
   result.types = node->results;
   auto written = written_storages(c, p);
-  size_t fresh = node->results.size() - written.size();
+  // as emit() returns them: the results no write covers (several writes may share one storage)
+  size_t fresh = 0;
+  for (size_t k = 0; k < node->results.size(); ++k)
+    fresh += std::none_of(c.writes.begin(), c.writes.end(), [&](const Write& w) { return w.result == k; });
   std::string where = c.known_where();
   const auto& checks = plan->second.checks;
   for (size_t k = 0; k < fresh + written.size() + checks.size(); ++k) {
