@@ -30,6 +30,9 @@ def _register():
         compiler.register()
     from torch_tpu import huggingface
     huggingface.install()  # device_map="auto" places models on tpu
+    if torch.distributed.is_available():  # the "tpu_dist" process group backend (torch_tpu/distributed.py)
+        from torch_tpu import distributed
+        distributed.register()
 
 
 def _autoload():

@@ -1,0 +1,312 @@
+"""torch.distributed backend "tpu_dist": collectives on tpu tensors, staged through host memory.
+
+PJRT's XLA CPU plugin has no cross-process collectives, so every call copies its tpu tensors to the
+host, runs the same collective on an internal Gloo group (built from the group's own store, rank,
+size and timeout) and copies the results back into the caller's tensors with `copy_` (views and
+tensor objects stay the same). CPU tensors given to the same group go to Gloo unstaged, so
+"tpu_dist" alone serves both devices.
+
+Why a `ProcessGroup` subclass and not a `Backend`: a c10d `Backend` cannot be constructed from
+Python, a `ProcessGroup` can (PyTorch's trampoline forwards C++ callers such as DDP's reducer to the
+Python methods). c10d then uses this object as the whole group, also for "cpu:gloo,tpu:tpu_dist".
+
+Devices: the CPU plugin gives each process one device, tpu:0, whatever LOCAL_RANK is.
+`local_device()` maps LOCAL_RANK onto the devices this process has; alternatively set
+TORCH_TPU_NUM_DEVICES to the local world size so that tpu:<LOCAL_RANK> exists in every process.
+"""
+import os
+
+import torch
+import torch.distributed as dist
+from torch.distributed import distributed_c10d as c10d
+
+NAME = "tpu_dist"
+
+
+def local_device():
+    """torch.device("tpu", LOCAL_RANK) folded onto this process's devices (tpu:0 with one device)."""
+    return torch.device("tpu", int(os.environ.get("LOCAL_RANK", "0")) % max(torch.tpu.device_count(), 1))
+
+
+def _on_tpu(t):
+    return t.device.type == "tpu"
+
+
+class _Staging:
+    """Host stand-ins for one call's tpu tensors; `finish` writes results back into the originals."""
+
+    def __init__(self):
+        self.back = []
+
+    def read(self, t):
+        return t.detach().to("cpu").contiguous() if _on_tpu(t) else t
+
+    def write(self, t):
+        if not _on_tpu(t):
+            return t
+        h = torch.empty(t.shape, dtype=t.dtype)
+        self.back.append((t, h))
+        return h
+
+    def update(self, t):
+        if not _on_tpu(t):
+            return t
+        h = t.detach().to("cpu").contiguous()
+        self.back.append((t, h))
+        return h
+
+    def finish(self):
+        with torch.no_grad():  # Gloo writes CPU tensors without autograd; so do we
+            for t, h in self.back:
+                t.copy_(h)
+        self.back = []
+
+
+class _Work(dist._Work):
+    """Gloo's work for a staged call: wait() waits for Gloo, then copies results back (once).
+
+    Copies back happen in the waiting thread, never in Gloo's, so tpu tensors are only ever touched
+    by the caller's threads.
+    """
+
+    def __init__(self, pg, name, inner, staging, result):
+        super().__init__()
+        self._pg, self._name, self._inner, self._staging, self._result = pg, name, inner, staging, result
+        self._done = False
+        self._error = None
+
+    def _fail(self, e):
+        self._error = RuntimeError(f"tpu_dist: {self._name} failed (rank {self._pg._rank} of a group of "
+                                   f"{self._pg._size}): {e}")
+        raise self._error from e
+
+    def wait(self, timeout=None):
+        if self._error is not None:
+            raise self._error
+        if self._done:
+            return True
+        try:
+            for w in self._inner:
+                # c10d's "no timeout" is 0: wait up to the group's timeout then
+                if timeout is None or not timeout:
+                    w.wait()
+                else:
+                    w.wait(timeout)
+        except Exception as e:
+            self._fail(e)
+        self._staging.finish()
+        self._done = True
+        return True
+
+    def is_completed(self):  # True once it finished, failed or not (the failure raises at wait())
+        if not self._done and self._error is None and all(w.is_completed() for w in self._inner):
+            try:
+                self.wait()
+            except RuntimeError:
+                pass
+        return self._done or self._error is not None
+
+    def is_success(self):
+        return self._done and self._error is None
+
+    def exception(self):
+        return self._error
+
+    def _source_rank(self):  # recv from any rank: whom Gloo received from
+        self.wait()
+        return self._inner[0]._source_rank()
+
+    source_rank = _source_rank
+
+    def result(self):
+        self.wait()
+        return self._result
+
+    def get_future(self):
+        fut = torch.futures.Future()
+        try:
+            self.wait()
+            fut.set_result(self._result)
+        except Exception as e:
+            fut.set_exception(e)
+        return fut
+
+
+class ProcessGroupTPU(dist.ProcessGroup):
+    """The "tpu_dist" group: each method stages tpu tensors and runs Gloo's collective of that name."""
+
+    def __init__(self, store, rank, size, timeout):
+        super().__init__(rank, size)
+        self._rank, self._size = rank, size
+        self._gloo = dist.ProcessGroupGloo(store, rank, size, timeout)
+        # c10d asks the group for a backend per device type (device_id's eager connect, barrier's
+        # device, object collectives): answer with Gloo, which never sees a tpu tensor from us.
+        for device in ("cpu", "tpu"):
+            self._register_backend(torch.device(device), dist.ProcessGroup.BackendType.CUSTOM, self._gloo)
+
+    def getBackendName(self):
+        return NAME
+
+    def __repr__(self):
+        return f"ProcessGroupTPU(rank={self._rank}, size={self._size})"
+
+    def _run(self, name, staging, launch, result):
+        try:
+            inner = launch()
+        except Exception as e:  # bad arguments or a closed peer: raise naming the collective
+            _Work(self, name, [], staging, result)._fail(e)
+        return _Work(self, name, inner if isinstance(inner, list) else [inner], staging, result)
+
+    # --- reductions and broadcasts (in place) ---
+    def allreduce(self, tensors, opts=None):
+        s = _Staging()
+        hs = [s.update(t) for t in tensors]
+        return self._run("all_reduce", s, lambda: self._gloo.allreduce(hs, opts or dist.AllreduceOptions()), tensors)
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        s = _Staging()
+        hs = [s.update(t) for t in tensors]
+        opts = opts or dist.AllreduceCoalescedOptions()
+        return self._run("all_reduce_coalesced", s, lambda: self._gloo.allreduce_coalesced(hs, opts), tensors)
+
+    def broadcast(self, tensors, opts=None):
+        s = _Staging()
+        hs = [s.update(t) for t in tensors]
+        return self._run("broadcast", s, lambda: self._gloo.broadcast(hs, opts or dist.BroadcastOptions()), tensors)
+
+    def reduce(self, tensors, opts=None):
+        s = _Staging()
+        hs = [s.update(t) for t in tensors]
+        return self._run("reduce", s, lambda: self._gloo.reduce(hs, opts or dist.ReduceOptions()), tensors)
+
+    # --- gathers ---
+    def allgather(self, output_lists, inputs, opts=None):
+        s = _Staging()
+        outs = [[s.write(t) for t in lst] for lst in output_lists]
+        ins = [s.read(t) for t in inputs]
+        opts = opts or c10d.AllgatherOptions()
+        return self._run("all_gather", s, lambda: self._gloo.allgather(outs, ins, opts), output_lists)
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        s = _Staging()
+        outs = [[s.write(t) for t in lst] for lst in output_lists]
+        ins = [s.read(t) for t in inputs]
+        opts = opts or c10d.AllgatherOptions()
+        return self._run("all_gather_coalesced", s, lambda: self._gloo.allgather_coalesced(outs, ins, opts),
+                         output_lists)
+
+    def _allgather_base(self, output, input, opts=None):
+        s = _Staging()
+        out, inp = s.write(output), s.read(input)
+        opts = opts or c10d.AllgatherOptions()
+        return self._run("all_gather_into_tensor", s, lambda: self._gloo._allgather_base(out, inp, opts), [output])
+
+    all_gather_single = _allgather_base
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        s = _Staging()
+        pairs = [(s.write(o), s.read(i)) for o, i in zip(outputs, inputs)]
+        opts = opts or c10d.AllgatherOptions()
+        return self._run("all_gather_into_tensor_coalesced", s,
+                         lambda: [self._gloo._allgather_base(o, i, opts) for o, i in pairs], outputs)
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def gather(self, output_lists, inputs, opts=None):
+        s = _Staging()
+        outs = [[s.write(t) for t in lst] for lst in output_lists]
+        ins = [s.read(t) for t in inputs]
+        return self._run("gather", s, lambda: self._gloo.gather(outs, ins, opts or dist.GatherOptions()), output_lists)
+
+    # --- scatters ---
+    def scatter(self, outputs, input_lists, opts=None):
+        s = _Staging()
+        outs = [s.write(t) for t in outputs]
+        ins = [[s.read(t) for t in lst] for lst in input_lists]
+        return self._run("scatter", s, lambda: self._gloo.scatter(outs, ins, opts or dist.ScatterOptions()), outputs)
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        s = _Staging()
+        outs = [s.write(t) for t in outputs]
+        ins = [[s.read(t) for t in lst] for lst in input_lists]
+        opts = opts or dist.ReduceScatterOptions()
+        return self._run("reduce_scatter", s, lambda: self._gloo.reduce_scatter(outs, ins, opts), outputs)
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        s = _Staging()
+        out, inp = s.write(output), s.read(input)
+        opts = opts or dist.ReduceScatterOptions()
+        return self._run("reduce_scatter_tensor", s, lambda: self._gloo._reduce_scatter_base(out, inp, opts),
+                         [output])
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        s = _Staging()
+        pairs = [(s.write(o), s.read(i)) for o, i in zip(outputs, inputs)]
+        opts = opts or dist.ReduceScatterOptions()
+        return self._run("reduce_scatter_tensor_coalesced", s,
+                         lambda: [self._gloo._reduce_scatter_base(o, i, opts) for o, i in pairs], outputs)
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    # --- all-to-all ---
+    def alltoall(self, outputs, inputs, opts=None):
+        s = _Staging()
+        outs = [s.write(t) for t in outputs]
+        ins = [s.read(t) for t in inputs]
+        return self._run("all_to_all", s, lambda: self._gloo.alltoall(outs, ins, opts or dist.AllToAllOptions()),
+                         outputs)
+
+    def alltoall_base(self, output, input, output_splits, input_splits, opts=None):
+        s = _Staging()
+        out, inp = s.write(output), s.read(input)
+        opts = opts or dist.AllToAllOptions()
+        return self._run("all_to_all_single", s,
+                         lambda: self._gloo.alltoall_base(out, inp, output_splits, input_splits, opts), [output])
+
+    all_to_all_single = alltoall_base
+
+    # --- synchronization and point-to-point ---
+    def barrier(self, opts=None):
+        opts = opts or dist.BarrierOptions()
+        if opts.device is not None and opts.device.type != "cpu":
+            opts.device = torch.device("cpu")  # Gloo's barrier allreduces a CPU tensor
+        return self._run("barrier", _Staging(), lambda: self._gloo.barrier(opts), [])
+
+    def send(self, tensors, dst, tag=0):
+        s = _Staging()
+        hs = [s.read(t) for t in tensors]
+        return self._run(f"send to rank {dst}", s, lambda: self._gloo.send(hs, dst, tag), tensors)
+
+    def recv(self, tensors, src, tag=0):
+        s = _Staging()
+        hs = [s.write(t) for t in tensors]
+        return self._run(f"recv from rank {src}", s, lambda: self._gloo.recv(hs, src, tag), tensors)
+
+    def recv_anysource(self, tensors, tag=0):
+        s = _Staging()
+        hs = [s.write(t) for t in tensors]
+        return self._run("recv from any rank", s, lambda: self._gloo.recv_anysource(hs, tag), tensors)
+
+    def shutdown(self):
+        self._gloo.shutdown()
+
+    def abort(self):
+        self._gloo.abort()
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupTPU(store, rank, size, timeout)
+
+
+def register():
+    """Makes init_process_group("tpu_dist") (and "cpu:gloo,tpu:tpu_dist", or no backend) use this group."""
+    if NAME.upper() in dist.Backend._plugins:
+        return
+    try:
+        dist.Backend.register_backend(NAME, _create, devices=["tpu"])
+    except Exception as e:  # a changed c10d API must not take the tpu device down with it
+        import warnings
+        warnings.warn(f"torch_tpu: could not register the {NAME} process group backend "
+                      f"({type(e).__name__}: {e})")
