@@ -86,9 +86,11 @@ void cat(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   lower::Arg length{lower::Arg::Scalar};
   length.ints.push_back(static_cast<int64_t>(call.inputs.size()));
   call.inputs.push_back(Input::integer(first.numel()));
-  call.args = {pieces, length};
-
   int64_t capacity = capacity_for(numel);
+  lower::Arg result_size{lower::Arg::Int};  // the result type: part of the key like any structural argument
+  result_size.i = capacity;
+  call.args = {pieces, length, result_size};
+
   auto infer = [&] { return std::vector<hlo::TensorType>{{to_dtype(dtype), {capacity}}}; };
   Launched res;
   try {
