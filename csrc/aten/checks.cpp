@@ -1,17 +1,92 @@
 // Argument checks CPU (and CUDA) kernels make that PyTorch's Meta kernels lack: on Python-scalar
 // arguments (distribution parameters, exponents, thresholds: runtime operands of the compiled programs,
-// so their values are checked here, on every call, cached or not), and on dtypes.
+// so their values are checked here, on every call, cached or not), and on dtypes; and CPU's warnings.
 #include <ATen/ATen.h>
+#include <ATen/Dispatch.h>
 #include <c10/util/Exception.h>
 
+#include <atomic>
 #include <limits>
 
 #include "aten/dispatch.h"
 
 namespace tpu::aten {
 
+namespace {
+
+std::string base_of(const std::string& name) { return name.substr(0, name.find('.')); }
+
+// CPU's alpha rule of add / sub: checked on the inputs' result type, before any kernel runs.
+void check_alpha(const std::string& base, c10::ArrayRef<c10::IValue> args) {
+  if (args.size() < 3 || !args[2].isScalar() || !args[0].isTensor()) return;
+  const c10::Scalar alpha = args[2].toScalar();
+  at::ScalarType t = args[1].isTensor() ? at::result_type(args[0].toTensor(), args[1].toTensor())
+                                        : at::result_type(args[0].toTensor(), args[1].toScalar());
+  TORCH_CHECK(!alpha.isBoolean() || t == at::kBool, "Boolean alpha only supported for Boolean results.");
+  TORCH_CHECK(at::isFloatingType(t) || at::isComplexType(t) || alpha.isIntegral(true),
+              "For integral input tensors, argument alpha must not be a floating point number.");
+}
+
+// var / std with correction >= the number of reduced elements: NaN, and CPU's warning.
+void warn_degrees_of_freedom(const std::string& base, c10::ArrayRef<c10::IValue> args) {
+  const at::Tensor& self = args[0].toTensor();
+  if (args.size() < 3) return;
+  int64_t n = 1;  // elements per output element; 0 for an empty input or output
+  if (args[1].isNone() || args[1].toIntList().empty() || self.numel() == 0) n = self.numel();
+  else
+    for (int64_t d : args[1].toIntList()) {
+      int64_t rank = std::max<int64_t>(self.dim(), 1);
+      if (d < -rank || d >= rank) return;  // the meta kernel raises CPU's IndexError
+      n *= self.dim() == 0 ? 1 : self.size(c10::maybe_wrap_dim(d, self.dim()));
+    }
+  double correction = args[2].isNone() ? 1.0 : args[2].toScalar().toDouble();
+  if (n - correction <= 0)
+    TORCH_WARN(base, "(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
+               "(input numel divided by output numel).");
+}
+
+// CPU copies non-contiguous searchsorted / bucketize operands first and says so, once per process.
+void warn_noncontiguous_search(bool searchsorted, c10::ArrayRef<c10::IValue> args) {
+  static std::atomic<bool> warned[3];
+  static const char* what[3] = {"input value", "boundary", "sorter"};
+  const c10::IValue* operand[3] = {&args[searchsorted ? 1 : 0], &args[searchsorted ? 0 : 1],
+                                   searchsorted && args.size() > 5 ? &args[5] : nullptr};
+  for (int k = 0; k < 3; ++k) {
+    if (!operand[k] || !operand[k]->isTensor() || !operand[k]->toTensor().defined() ||
+        operand[k]->toTensor().is_contiguous() || warned[k].exchange(true))
+      continue;
+    TORCH_WARN("torch.searchsorted(): ", what[k], " tensor is non-contiguous, this will lower the performance due to "
+               "extra data copy when converting non-contiguous tensor to contiguous, please use contiguous ", what[k],
+               " tensor if possible. This message will only appear once per program.");
+  }
+}
+
+// CPU's fills convert their value to the tensor's element type with an overflow check (300 into int8,
+// 1j into float): "value cannot be converted to type int8_t without overflow".
+void check_fits(at::ScalarType t, const c10::IValue& v) {
+  if (!v.isScalar()) return;
+  const c10::Scalar s = v.toScalar();
+  try {
+    AT_DISPATCH_ALL_TYPES_AND_COMPLEX_AND3(at::kBool, at::kHalf, at::kBFloat16, t, "fill_", [&] { (void)s.to<scalar_t>(); });
+  } catch (const c10::NotImplementedError&) {  // float8 and wide unsigned types: no conversion check to make
+  }
+}
+
+}  // namespace
+
 void check_scalar_args(const std::string& name, c10::ArrayRef<c10::IValue> args) {
   auto num = [&](size_t i) { return args[i].toScalar().toDouble(); };
+  const std::string base = base_of(name);
+  if (base == "searchsorted" || base == "bucketize") warn_noncontiguous_search(base == "searchsorted", args);
+  if (base == "index_fill" || base == "index_fill_") {
+    const c10::IValue& v = args[3];
+    bool complex_value = v.isTensor() ? v.toTensor().is_complex() : v.isScalar() && v.toScalar().isComplex();
+    TORCH_CHECK(args[0].toTensor().is_complex() || !complex_value,
+                "index_fill_(): Converting complex Scalar to non-complex type is not supported");
+    check_fits(args[0].toTensor().scalar_type(), args[3]);
+  }
+  if (base == "fill" || base == "fill_") check_fits(args[0].toTensor().scalar_type(), args[1]);
+  if (base == "masked_fill" || base == "masked_fill_") check_fits(args[0].toTensor().scalar_type(), args[2]);
   if (name == "uniform_") {
     TORCH_CHECK(num(1) <= num(2), "uniform_ expects to return a [from, to) range, but found from=", num(1),
                 " > to=", num(2));
@@ -80,6 +155,9 @@ void check_scalar_args(const std::string& name, c10::ArrayRef<c10::IValue> args)
       TORCH_CHECK(args[4].toTensor().scalar_type() == at::kLong, "multinomial expects Long tensor out, got: ",
                   args[4].toTensor().scalar_type());
   }
+  // after CPU's dtype checks above (sub's bool check precedes alpha's); the warning only for a call that runs
+  if (base == "add" || base == "add_" || base == "sub" || base == "sub_" || base == "rsub") check_alpha(base, args);
+  if (base == "var" || base == "std" || base == "var_mean" || base == "std_mean") warn_degrees_of_freedom(base, args);
 }
 
 }  // namespace tpu::aten

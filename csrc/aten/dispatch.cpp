@@ -228,6 +228,96 @@ c10::IValue to_cpu(const c10::IValue& v) {
   std::rethrow_exception(meta_error);
 }
 
+void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
+  if (v.isTensor()) { if (v.toTensor().defined()) out.push_back(v.toTensor()); }  // undefined: an optional return
+  else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorVector()) out.push_back(t);
+}
+
+// The functional overload of an out= op: the one of the same name whose arguments are the out= op's
+// minus its outputs (add.out -> add.Tensor). None for factories with a dtype= (the out's dtype is theirs).
+std::optional<c10::OperatorHandle> functional_of(const c10::OperatorHandle& op) {
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::vector<std::string>> overloads;  // base name -> overload names
+  static std::unordered_map<std::string, std::optional<c10::OperatorHandle>> found;
+  std::lock_guard<std::mutex> lock(mu);
+  const c10::OperatorName& full = op.operator_name();
+  std::string key = full.name + "." + full.overload_name;
+  if (auto it = found.find(key); it != found.end()) return it->second;
+  if (overloads.empty())
+    for (const c10::OperatorName& n : c10::Dispatcher::singleton().getAllOpNames()) overloads[n.name].push_back(n.overload_name);
+  auto inputs = [](const c10::FunctionSchema& s) {
+    std::vector<std::string> sig;
+    for (const c10::Argument& a : s.arguments())
+      if (!a.is_out()) sig.push_back(a.name() + ":" + a.type()->str());
+    return sig;
+  };
+  std::optional<c10::OperatorHandle> match;
+  for (const std::string& ov : overloads[full.name]) {
+    auto cand = c10::Dispatcher::singleton().findSchema({full.name, ov});
+    if (!cand || cand->schema().is_mutable()) continue;
+    if (inputs(cand->schema()) == inputs(op.schema())) { match = cand; break; }
+  }
+  return found[key] = match;
+}
+
+// TensorIterator casts results into out= tensors of another dtype for some ops (add, sin) and rejects
+// them for others (neg, all, argmax); the meta kernels do not tell which. So where an out dtype is not
+// the functional op's result dtype, CPU's kernel, run on copies, decides: a host sync, once per op and
+// dtypes, before the op is launched or recorded (a flush inside a recording would cut its graph).
+void check_out_dtypes_like_cpu(const c10::OperatorHandle& op, const std::string& name, c10::ArrayRef<c10::IValue> args,
+                               const std::vector<at::Tensor>& outs) {
+  static std::mutex mu;
+  static std::set<std::string> accepted;
+  std::string key = name + '|' + std::to_string(static_cast<int>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = args[i];
+    key += '|';
+    if (v.isTensor() && v.toTensor().defined())
+      key += std::to_string(static_cast<int>(v.toTensor().scalar_type())) + (v.toTensor().dim() == 0 ? "s" : "t");
+    else if (v.isTensorList())
+      for (const at::Tensor& t : v.toTensorVector()) key += std::to_string(static_cast<int>(t.scalar_type())) + ',';
+    else if (v.isDouble()) key += 'f';
+    else if (v.isComplexDouble()) key += 'c';
+    else if (v.isBool()) key += 'b';
+    else if (v.isInt()) key += kind_of(op.schema().arguments()[i].real_type()) == c10::TypeKind::ScalarTypeType
+                                   ? std::to_string(v.toInt()) : "i";
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (accepted.count(key)) return;
+  }
+  auto accept = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    accepted.insert(key);
+  };
+  auto functional = functional_of(op);
+  if (!functional) return accept();
+  torch::jit::Stack meta;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!op.schema().arguments()[i].is_out()) meta.push_back(to_meta(args[i]));
+  try {
+    functional->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  } catch (const std::exception&) {
+    return;  // no verdict: the op's own meta kernel reports bad input
+  }
+  std::vector<at::Tensor> natural;
+  for (const c10::IValue& v : meta) flatten(v, natural);
+  bool differs = false;
+  for (size_t k = 0; k < outs.size() && k < natural.size(); ++k) differs |= outs[k].scalar_type() != natural[k].scalar_type();
+  if (!differs) return accept();
+  torch::jit::Stack cpu;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = args[i];
+    bool out = op.schema().arguments()[i].is_out() && v.isTensor() && v.toTensor().defined();
+    cpu.push_back(out ? c10::IValue(at::empty(v.toTensor().sizes(), v.toTensor().options().device(c10::kCPU))) : to_cpu(v));
+  }
+  try {
+    op.callBoxed(&cpu);
+  } catch (const c10::NotImplementedError&) {  // a dtype CPU lacks says nothing about the out= rule
+  }
+  accept();
+}
+
 // Normalization statistics: PyTorch's meta kernels say float32, CPU keeps the input's dtype unless its
 // parameters are float32 (mixed precision), and batch norm in eval mode saves none (size 0).
 void stat_types_like_cpu(const std::string& name, c10::ArrayRef<c10::IValue> args, std::vector<hlo::TensorType>& types) {
@@ -273,11 +363,6 @@ void prepare_indices(const std::string& name, torch::jit::Stack* stack, size_t n
   list = idx;
 }
 
-void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
-  if (v.isTensor()) { if (v.toTensor().defined()) out.push_back(v.toTensor()); }  // undefined: an optional return
-  else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorVector()) out.push_back(t);
-}
-
 hlo::TensorType type_of(const at::Tensor& t) { return {to_dtype(t.scalar_type()), t.sizes().vec()}; }
 
 // The mutated (in-place) and out= tensors of a call, flattened in argument order.
@@ -312,6 +397,25 @@ c10::ScalarType first_dtype(c10::ArrayRef<c10::IValue> args) {
   for (const c10::IValue& v : args)
     if (v.isTensor() && v.toTensor().defined()) return v.toTensor().scalar_type();
   return c10::ScalarType::Undefined;
+}
+
+std::string torch_name(at::Layout l) {
+  switch (l) {
+    case at::kSparse: return "torch.sparse_coo";
+    case at::kSparseCsr: return "torch.sparse_csr";
+    case at::kSparseCsc: return "torch.sparse_csc";
+    case at::kSparseBsr: return "torch.sparse_bsr";
+    case at::kSparseBsc: return "torch.sparse_bsc";
+    case at::kMkldnn: return "torch._mkldnn";
+    case at::kJagged: return "torch.jagged";
+    default: return "torch.strided";
+  }
+}
+
+std::string torch_name(c10::ScalarType t) {
+  std::string s = c10::toString(t);
+  for (char& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return "torch." + s;
 }
 
 [[noreturn]] void not_lowered(const std::string& name) {
@@ -349,6 +453,36 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const s
 
 }  // namespace
 
+void reject_unsupported_tensors(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+  auto name = [&] { return aten_name(op); };  // only on the error path: this runs on every call
+  auto quantized = [&](c10::ScalarType t) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: aten::", name(), ": quantized tensors (", torch_name(t),
+                                ") are not supported on tpu; quantize on the CPU (tensor.cpu())");
+  };
+  auto layout = [&](at::Layout l) {
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: aten::", name(), " has no tpu kernel for tensors of layout ", torch_name(l),
+                                "; use them on the CPU (tensor.cpu())");
+  };
+  const auto& params = op.schema().arguments();
+  for (size_t i = 0; i < args.size() && i < params.size(); ++i) {
+    const c10::IValue& v = args[i];
+    c10::TypeKind k = kind_of(params[i].real_type());  // type() says int for ScalarType and Layout
+    if (k == c10::TypeKind::ScalarTypeType && v.isInt() && c10::isQIntType(static_cast<c10::ScalarType>(v.toInt())))
+      quantized(static_cast<c10::ScalarType>(v.toInt()));
+    if (k == c10::TypeKind::LayoutType && v.isInt() && static_cast<at::Layout>(v.toInt()) != at::kStrided)
+      layout(static_cast<at::Layout>(v.toInt()));
+    if (v.isTensor() && v.toTensor().defined()) {
+      if (v.toTensor().is_quantized()) quantized(v.toTensor().scalar_type());
+      if (v.toTensor().layout() != at::kStrided) layout(v.toTensor().layout());
+    }
+  }
+  // dense -> sparse compressed conversions (COO: sparse.cpp): the layout is in the name
+  const std::string& base = op.operator_name().name;
+  if (base.find("to_sparse_") == std::string::npos) return;
+  for (auto [suffix, l] : {std::pair{"csr", at::kSparseCsr}, {"csc", at::kSparseCsc}, {"bsr", at::kSparseBsr}, {"bsc", at::kSparseBsc}})
+    if (base == std::string("aten::_to_sparse_") + suffix || base == std::string("aten::to_sparse_") + suffix) layout(l);
+}
+
 void set_cpu_fallback(bool on) { fallback_on = on; }
 bool cpu_fallback() { return fallback_on; }
 
@@ -379,6 +513,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   std::string name = aten_name(op);
   const lower::Rule* rule = lower::find_for_call(name);
+  reject_unsupported_tensors(op, torch::jit::last(*stack, schema.arguments().size()));
   if (!rule) {
     if (fallback_on || data_dependent(name)) return run_on_cpu(op, stack, name);
     not_lowered(name);
@@ -416,6 +551,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (args[i].isDevice() && args[i].toDevice().type() == c10::DeviceType::PrivateUse1)
         b.device = args[i].toDevice().has_index() ? args[i].toDevice().index() : 0;
   check_overlap(name, m);
+  if (!m.out.empty() && m.self.empty() && !rule->random) check_out_dtypes_like_cpu(op, name, args, m.out);
   for (const at::Tensor& t : m.out) if (b.device < 0) b.device = t.device().index();
   // The default dtype decides result types (integer true_divide, int tensor + Python float, factories).
   call.context_key = std::to_string(static_cast<int>(c10::typeMetaToScalarType(c10::get_default_dtype()))) + '|';

@@ -10,6 +10,10 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Runs aten::`name`.`overload` through `dispatch` on `args` (no autograd), returning its outputs.
 std::vector<c10::IValue> call(const char* name, const char* overload, std::vector<c10::IValue> args);
 
+// Quantized dtypes and sparse layouts (arguments, or what a dense -> sparse conversion makes): tpu has
+// no kernels for them, and the CPU fallback could not help. NotImplementedError naming them.
+void reject_unsupported_tensors(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args);
+
 // Unlowered ops: NotImplementedError, or with CPU fallback on, run on the CPU (counted per op).
 void set_cpu_fallback(bool on);
 bool cpu_fallback();

@@ -103,6 +103,8 @@ at::Tensor nonzero_counted(const at::Tensor& self) {
   return at::nonzero_static(self, at::ne(self, 0).sum().item<int64_t>(), -1);
 }
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
+              out.scalar_type());
   at::Tensor r = nonzero_counted(self);
   at::native::resize_output(out, r.sizes());
   return out.copy_(r);
@@ -158,6 +160,29 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
         m.impl((ov.empty() ? n : n + "." + ov).c_str(), torch::CppFunction::makeFromBoxedFunction<&dispatch>());
   }
 }
+
+// copy_ hands device copies to _copy_from, whose `dst` has no write annotation: the conj / neg
+// fallbacks would resolve it into a temporary and the write through a conj or neg view would be lost.
+// copy_from handles both bits itself (only devices outside copy_'s own list reach _copy_from).
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+  m.impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+}
+
+// Sparse and quantized tpu tensors (empty(layout=torch.sparse_csr), empty(dtype=torch.qint8)) dispatch to
+// these keys: NotImplementedError naming the layout or dtype, instead of PyTorch's "Could not run"
+// (sparse.cpp registers the COO ops tpu has).
+void unsupported_tensors(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  reject_unsupported_tensors(op, torch::jit::last(*stack, op.schema().arguments().size()));
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", op.operator_name(), ": sparse and quantized tensors are not supported on tpu");
+}
+TORCH_LIBRARY_IMPL(_, SparsePrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_tensors>()); }
+TORCH_LIBRARY_IMPL(_, SparseCsrPrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_tensors>()); }
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&unsupported_tensors>()); }
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) { m.fallback(torch::CppFunction::makeFromBoxedFunction<&dispatch>()); }
 
