@@ -11,8 +11,21 @@ namespace tpu::aten {
 namespace {
 
 bool dense(const at::Tensor& t) {
+  if (t.is_conj() || t.is_neg()) return false;  // the buffer holds the values before the lazy conj / neg
   Storage& st = storage_of(t);
   return st.written() && view_of(t).covers(st.type());
+}
+
+// The whole storage's buffer when `src` is a part of a small one (a host read of all of it costs less
+// than a program that reads the view), else null.
+std::shared_ptr<pjrt::Buffer> small_storage_buffer(const at::Tensor& src) {
+  constexpr int64_t kMaxBytes = 1 << 16;
+  Storage& st = storage_of(src);
+  if (src.is_conj() || src.is_neg() || !st.written() || st.nbytes > kMaxBytes || dense(src)) return nullptr;
+  std::shared_ptr<pjrt::Buffer> b = st.ready();
+  int64_t bytes = static_cast<int64_t>(byte_size(b->dtype()));
+  for (int64_t d : b->dims()) bytes *= d;
+  return bytes == st.nbytes ? b : nullptr;
 }
 
 std::shared_ptr<pjrt::Buffer> upload(const at::Tensor& host, int device) {
@@ -29,14 +42,23 @@ std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
   return storage_of(c).ready();
 }
 
-at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_blocking*/) {
-  if (dst.numel() == 0) return dst;
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst_view, bool /*non_blocking*/) {
+  if (dst_view.numel() == 0) return dst_view;
   try {
-    if (dst.device().type() == c10::DeviceType::PrivateUse1) {
-      at::Tensor source = src;
+    if (dst_view.device().type() == c10::DeviceType::PrivateUse1) {
+      // A write through a conj / neg view (x.conj().add_(y) ends in one) stores conj / neg of the values
+      // into the plain storage; the tpu source's own bits are materialized by the copy_ rule's inputs.
+      at::Tensor source = src, dst = dst_view;
+      if (dst.is_conj() || dst.is_neg()) {
+        dst = at::alias(dst_view);
+        dst._set_conj(false);
+        dst._set_neg(false);
+        if (dst_view.is_conj()) source = source.conj();
+        if (dst_view.is_neg()) source = source._neg_view();
+      }
       int device = dst.device().index();
       if (src.device().type() != c10::DeviceType::PrivateUse1) {  // host -> device
-        at::Tensor host = src.to(dst.scalar_type()).contiguous();
+        at::Tensor host = source.resolve_conj().resolve_neg().to(dst.scalar_type()).contiguous();
         Storage& st = storage_of(dst);
         if (host.sizes() == dst.sizes() && Write{0, &st, view_of(dst)}.covers()) {
           st.assign({upload(host, device), nullptr}, to_dtype(dst.scalar_type()), "host copy at " + python_origin());
@@ -44,18 +66,29 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool /*non_bl
         }
         source = wrap({upload(host, device), nullptr}, host.scalar_type(), host.sizes(), device, "host copy");
       } else if (src.device() != dst.device()) {  // device -> device
-        source = wrap({std::make_shared<pjrt::Buffer>(dense_buffer(src)->copy_to_device(Runtime::get().device(device))), nullptr},
+        source = wrap({std::make_shared<pjrt::Buffer>(dense_buffer(source)->copy_to_device(Runtime::get().device(device))), nullptr},
                       src.scalar_type(), src.sizes(), device, storage_of(src).origin);
       }
       call("copy_", "", {dst, source, false});
-      return dst;
+      return dst_view;
     }
-    // device -> host: a dense buffer of src's dtype, then the host does strides and dtype
-    std::shared_ptr<pjrt::Buffer> b = dense_buffer(src);
-    at::Tensor host = at::empty(src.sizes(), src.options().device(c10::kCPU));
+    const at::Tensor& dst = dst_view;
+    // device -> host: a dense buffer of src's dtype, then the host does strides and dtype. A view of a
+    // small storage instead brings the whole storage and lets the host pick the view's elements
+    // (x[i].item(), the tail of a growing sequence): no program runs, none compiles per position.
+    std::shared_ptr<pjrt::Buffer> b;
+    at::Tensor host;
+    if (auto whole = small_storage_buffer(src)) {
+      b = whole;
+      at::Tensor bytes = at::empty({storage_of(src).nbytes}, src.options().device(c10::kCPU).dtype(at::kByte));
+      host = at::empty({0}, src.options().device(c10::kCPU)).set_(bytes.storage(), src.storage_offset(), src.sizes(), src.strides());
+    } else {
+      b = dense_buffer(src);
+      host = at::empty(src.sizes(), src.options().device(c10::kCPU));
+    }
     metrics::count(metrics::HostSyncs);
     try {
-      b->to_host(host.data_ptr(), host.nbytes());
+      b->to_host(host.storage().mutable_data(), host.storage().nbytes());
     } catch (const pjrt::Error& e) {
       rethrow(e, "tpu: error in " + storage_of(src).origin);
     }
