@@ -274,3 +274,16 @@ def test_several_devices_and_cross_device_copies(python):
             assert torch.empty(1, device="tpu").device.index == 1
     """), env={"TORCH_TPU_NUM_DEVICES": "2"})
     assert proc.stdout.strip() == "tpu:0 [[0.0, 3.0, 6.0], [9.0, 12.0, 15.0]]"
+
+
+def test_pinned_host_memory():
+    # pin_memory=True and Tensor.pin_memory() (DDP stages its bookkeeping through pinned buffers)
+    pinned = torch.empty(5, pin_memory=True)
+    assert pinned.is_pinned() and pinned[2:].is_pinned()
+    assert not torch.empty(5).is_pinned()
+    host = torch.arange(5.0).pin_memory()
+    assert host.is_pinned() and torch.equal(host, torch.arange(5.0))
+    pinned.copy_(host.to("tpu"), non_blocking=True)
+    torch.tpu.synchronize()
+    assert torch.equal(pinned, torch.arange(5.0))
+    assert torch.equal(pinned.to("tpu", non_blocking=True).cpu(), torch.arange(5.0))

@@ -3,6 +3,7 @@
 Each job spawns one process per rank (a fresh runtime each) that runs a scenario below; every tpu
 collective is compared with the same collective on CPU tensors through a plain Gloo group.
 """
+import copy
 import datetime
 import os
 import socket
@@ -51,15 +52,18 @@ def _torchrun_entry(scenario):
     print("scenario ok", flush=True)
 
 
-def _launch(scenario, world_size=2, timeout=JOB_TIMEOUT):
-    """Runs `scenario` on `world_size` spawned ranks; kills them all if one fails or time runs out."""
+def _launch(scenario, world_size=2, timeout=JOB_TIMEOUT, env=None):
+    """Runs `scenario` on `world_size` spawned ranks; kills them all if one fails or time runs out.
+    `env` is added to the ranks' environment before they start (torch_tpu reads it at import)."""
     import torch.multiprocessing as mp
+    from unittest import mock
     ctx = mp.get_context("spawn")
     port = _free_port()
     with tempfile.TemporaryDirectory() as errdir:
         procs = [ctx.Process(target=_worker, args=(scenario, r, world_size, port, errdir)) for r in range(world_size)]
-        for p in procs:
-            p.start()
+        with mock.patch.dict(os.environ, env or {}):
+            for p in procs:
+                p.start()
         deadline = time.monotonic() + timeout
         while any(p.is_alive() for p in procs) and time.monotonic() < deadline:
             if any(p.exitcode not in (None, 0) for p in procs):
@@ -213,6 +217,53 @@ def collectives(rank, ws):
     os._exit(0)  # skip the teardown of a broken group
 
 
+def debug_checks(rank, ws):
+    """TORCH_TPU_LAUNCH_BLOCKING=1: ranks that disagree on a collective raise instead of hanging."""
+    import torch_tpu
+    assert torch_tpu.get_execution_mode() == "debug"
+    dist.init_process_group("tpu_dist", device_id=torch.device("tpu", 0), timeout=datetime.timedelta(seconds=30))
+    # calls whose arguments legitimately differ between ranks pass the check
+    x = torch.ones(4, device="tpu")
+    dist.all_reduce(x)
+    outs = [torch.zeros(3, device="tpu") for _ in range(ws)] if rank == 0 else None
+    dist.gather(torch.full((3,), float(rank), device="tpu"), outs, dst=0)
+    ins, outs_ = [rank + j + 1 for j in range(ws)], [j + rank + 1 for j in range(ws)]
+    dist.all_to_all_single(torch.zeros(sum(outs_), device="tpu"), torch.ones(sum(ins), device="tpu"), outs_, ins)
+    objs = [None] * ws
+    dist.gather_object({"r": rank}, objs if rank == 0 else None, dst=0)
+    dist.barrier()
+    torch.testing.assert_close(x.cpu(), torch.full((4,), float(ws)))
+
+    # another collective on each rank: both raise, naming the ranks and their calls
+    with pytest.raises(RuntimeError, match=r"collective mismatch .*: rank 0 called all_reduce\(float32\[4\], "
+                                           r"op=SUM\) but rank 1 called all_gather_into_tensor\(float32\[2\]"):
+        if rank == 0:
+            dist.all_reduce(torch.ones(4, device="tpu"))
+        else:
+            dist.all_gather_into_tensor(torch.zeros(2 * ws, device="tpu"), torch.ones(2, device="tpu"))
+    # same collective, other shape / dtype / root
+    with pytest.raises(RuntimeError, match=r"rank 0 called broadcast\(float32\[3\], src=0\) but rank 1 called "
+                                           r"broadcast\(int64\[3\], src=1\)"):
+        dist.broadcast(torch.zeros(3, device="tpu", dtype=torch.int64 if rank else torch.float32), src=rank)
+    # the group is still usable after a mismatch: the check itself completed on every rank
+    y = torch.full((2,), float(rank), device="tpu")
+    dist.all_reduce(y)
+    torch.testing.assert_close(y.cpu(), torch.full((2,), float(sum(range(ws)))))
+
+    # a rank that dies: the survivor raises within the group's timeout
+    short = dist.new_group(timeout=datetime.timedelta(seconds=10))
+    store = dist.distributed_c10d._get_default_store()
+    if rank == 1:
+        store.wait(["ready"])  # rank 0 is out of every earlier collective (and hosts the store)
+        os._exit(0)
+    store.set("ready", "1")
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"tpu_dist: all_reduce failed \(rank 0 of a group of 2\)"):
+        dist.all_reduce(torch.ones(2, device="tpu"), group=short)
+    assert time.monotonic() - start < 20
+    os._exit(0)  # skip the teardown of a broken group
+
+
 def world4(rank, ws):
     from torch_tpu.distributed import local_device
     dev = local_device()  # tpu:LOCAL_RANK: the job sets TORCH_TPU_NUM_DEVICES
@@ -235,6 +286,12 @@ def world4(rank, ws):
     o = torch.zeros(2, device="tpu")
     dist.all_gather_into_tensor(o, torch.full((1,), float(rank), device="tpu"), group=mine)
     torch.testing.assert_close(o.cpu(), torch.tensor([0.0, 2.0]) + rank % 2)
+    # new_subgroups: consecutive blocks of ranks, [0, 1] and [2, 3]
+    cur, _ = dist.new_subgroups(group_size=2)
+    z = torch.full((2,), float(rank), device="tpu")
+    dist.all_reduce(z, group=cur)
+    torch.testing.assert_close(z.cpu(), torch.full((2,), 1.0 if rank < 2 else 5.0))
+    _dcp_load(ws)
 
 
 def _mlp():
@@ -252,6 +309,17 @@ def _train(model, xs, ys, steps, after_loss=lambda loss: loss):
         opt.step()
         losses.append(after_loss(loss.detach()).item())
     return losses
+
+
+class _Partly(torch.nn.Module):
+    """A model whose forward skips one of its layers."""
+
+    def __init__(self):
+        super().__init__()
+        self.used, self.unused = torch.nn.Linear(8, 4), torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.used(x)
 
 
 def ddp(rank, ws):
@@ -275,13 +343,39 @@ def ddp(rank, ws):
     first = flat.clone()
     dist.broadcast(first, src=0)
     torch.testing.assert_close(flat.cpu(), first.cpu(), rtol=0, atol=0)
+
+    # no_sync: the first micro-batch's gradients stay local, the next backward averages their sums;
+    # equal to one process accumulating the full-batch gradients of both micro-batches
+    mse = torch.nn.functional.mse_loss
+    single = _mlp().to("tpu")
+    for i in range(2):
+        mse(single(xs[i].to("tpu")), ys[i].to("tpu")).backward()
+    model = DDP(_mlp().to("tpu"))
+    with model.no_sync():
+        mse(model(xs[0, part].to("tpu")), ys[0, part].to("tpu")).backward()
+    local = model.module[0].bias.grad.clone()
+    mse(model(xs[1, part].to("tpu")), ys[1, part].to("tpu")).backward()
+    for p, q in zip(model.parameters(), single.parameters()):
+        torch.testing.assert_close(p.grad.cpu(), q.grad.cpu(), rtol=1e-5, atol=1e-5)
+    others = [torch.zeros_like(local) for _ in range(ws)]
+    dist.all_gather(others, local)
+    assert not torch.equal(others[0].cpu(), others[1].cpu())  # no_sync did not all-reduce
+
+    # find_unused_parameters (its bookkeeping goes through pinned host memory): a layer the forward skips
+    torch.manual_seed(2)
+    cpu = _Partly()
+    single = copy.deepcopy(cpu).to("tpu")
+    mse(single(xs[0].to("tpu")), ys[0].to("tpu")).backward()
+    model = DDP(copy.deepcopy(cpu).to("tpu"), find_unused_parameters=True)
+    mse(model(xs[0, part].to("tpu")), ys[0, part].to("tpu")).backward()
+    torch.testing.assert_close(model.module.used.weight.grad.cpu(), single.used.weight.grad.cpu(), rtol=1e-5, atol=1e-5)
+    assert model.module.unused.weight.grad is None
     _ddp_llama(rank, ws)
 
 
 def sharded(rank, ws):
     """DTensor ops and FSDP2 over a tpu DeviceMesh, both through the functional collectives."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
     from torch.distributed.tensor import Replicate, Shard, distribute_tensor
     dist.init_process_group("tpu_dist", device_id=torch.device("tpu", 0))
     mesh = init_device_mesh("tpu", (ws,))
@@ -297,11 +391,7 @@ def sharded(rank, ws):
     g = torch.Generator().manual_seed(1)
     xs, ys = torch.randn(steps, batch, 8, generator=g), torch.randn(steps, batch, 4, generator=g)
     ref = _train(_mlp().to("tpu"), xs.to("tpu"), ys.to("tpu"), steps)
-    model = _mlp().to("tpu")
-    for layer in model:
-        if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    model = _fsdp_mlp(mesh)
     part = slice(rank * batch // ws, (rank + 1) * batch // ws)
 
     def global_loss(loss):
@@ -310,6 +400,50 @@ def sharded(rank, ws):
 
     losses = _train(model, xs[:, part].to("tpu"), ys[:, part].to("tpu"), steps, global_loss)
     torch.testing.assert_close(losses, ref, rtol=1e-5, atol=1e-5)
+
+    # torch.distributed.checkpoint of the sharded model; the test loads it on 1 and on 4 ranks
+    import torch.distributed.checkpoint as dcp
+    ckpt = os.environ["TPU_DIST_CKPT"]
+    dcp.save(model.state_dict(), checkpoint_id=ckpt)
+    full = {k: v.full_tensor().cpu() for k, v in model.state_dict().items()}
+    if rank == 0:
+        torch.save(full, ckpt + ".expect.pt")
+
+    # tensor parallel: column- then row-wise sharded Linear layers equal the plain MLP, grads too
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    x = torch.randn(5, 8, generator=g).to("tpu")
+    single = _mlp().to("tpu")
+    single(x).square().sum().backward()
+    tp = parallelize_module(_mlp().to("tpu"), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    assert tp[0].weight.to_local().shape == (16 // ws, 8)
+    out = tp(x)
+    torch.testing.assert_close(out.cpu(), single(x).detach().cpu(), rtol=1e-5, atol=1e-5)
+    out.square().sum().backward()
+    for (name, p), q in zip(tp.named_parameters(), single.parameters()):
+        torch.testing.assert_close(p.grad.full_tensor().cpu(), q.grad.cpu(), rtol=1e-5, atol=1e-5, msg=name)
+
+
+def _fsdp_mlp(mesh):
+    from torch.distributed.fsdp import fully_shard
+    model = _mlp().to("tpu")
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def _dcp_load(ws):
+    """Loads `sharded`'s 2-rank checkpoint into an FSDP2 model sharded over `ws` ranks."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.device_mesh import init_device_mesh
+    model = _fsdp_mlp(init_device_mesh("tpu", (ws,)))
+    ckpt = os.environ["TPU_DIST_CKPT"]
+    state = model.state_dict()
+    dcp.load(state, checkpoint_id=ckpt)
+    expect = torch.load(ckpt + ".expect.pt")
+    for k, v in model.state_dict().items():
+        assert v.to_local().shape[0] == v.shape[0] // ws and v.to_local().device.type == "tpu"
+        torch.testing.assert_close(v.full_tensor().cpu(), expect[k], rtol=0, atol=0, msg=k)
 
 
 def _ddp_llama(rank, ws):
@@ -349,12 +483,12 @@ def test_collectives_match_gloo():
     _launch("collectives")
 
 
+def test_debug_mode_checks_collectives():
+    _launch("debug_checks", env={"TORCH_TPU_LAUNCH_BLOCKING": "1"})
+
+
 def test_ddp_matches_single_process():
     _launch("ddp")
-
-
-def test_dtensor_and_fsdp2():
-    _launch("sharded")
 
 
 def test_init_variants_in_process():
@@ -372,14 +506,21 @@ def test_init_variants_in_process():
             dist.destroy_process_group()
 
 
-def test_torchrun_world_size_4():
-    """torchrun's env:// rendezvous, 4 ranks; TORCH_TPU_NUM_DEVICES=4 makes tpu:<LOCAL_RANK> exist."""
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")  # single-process load: intended
+def test_sharded_and_torchrun_world_size_4(tmp_path):
+    """DTensor, FSDP2 and tensor parallel on 2 spawned ranks, which save a DCP checkpoint of the FSDP2
+    model; torchrun's 4 ranks (env:// rendezvous; TORCH_TPU_NUM_DEVICES=4 makes tpu:<LOCAL_RANK> exist)
+    load it resharded, and so does this process without a process group."""
+    import torch.distributed.checkpoint as dcp
+    ckpt = str(tmp_path / "ckpt")
+    _launch("sharded", env={"TPU_DIST_CKPT": ckpt})
+
     script = (f"import sys; sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r}); "
               "import test_distributed; test_distributed._torchrun_entry('world4')")
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write(script)
     try:
-        env = dict(os.environ, TORCH_TPU_NUM_DEVICES="4", OMP_NUM_THREADS="1")
+        env = dict(os.environ, TORCH_TPU_NUM_DEVICES="4", OMP_NUM_THREADS="1", TPU_DIST_CKPT=ckpt)
         # own session: a hung job is killed with its workers, not just torchrun
         proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "4",
                                  "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), f.name],
@@ -393,3 +534,12 @@ def test_torchrun_world_size_4():
     finally:
         os.unlink(f.name)
     assert proc.returncode == 0 and out.count("scenario ok") == 4, out
+
+    model = _mlp().to("tpu")
+    state = model.state_dict()
+    dcp.load(state, checkpoint_id=ckpt, no_dist=True)
+    model.load_state_dict(state)
+    expect = torch.load(ckpt + ".expect.pt")
+    for k, v in model.state_dict().items():
+        assert v.device.type == "tpu"
+        torch.testing.assert_close(v.cpu(), expect[k], rtol=0, atol=0, msg=k)

@@ -10,10 +10,14 @@ Why a `ProcessGroup` subclass and not a `Backend`: a c10d `Backend` cannot be co
 Python, a `ProcessGroup` can (PyTorch's trampoline forwards C++ callers such as DDP's reducer to the
 Python methods). c10d then uses this object as the whole group, also for "cpu:gloo,tpu:tpu_dist".
 
+Debug mode (TORCH_TPU_LAUNCH_BLOCKING=1): each collective first all-gathers a fingerprint of the call
+so ranks that disagree raise naming each other instead of hanging; see `_check_same_call`.
+
 Devices: the CPU plugin gives each process one device, tpu:0, whatever LOCAL_RANK is.
 `local_device()` maps LOCAL_RANK onto the devices this process has; alternatively set
 TORCH_TPU_NUM_DEVICES to the local world size so that tpu:<LOCAL_RANK> exists in every process.
 """
+import hashlib
 import os
 
 import torch
@@ -21,6 +25,22 @@ import torch.distributed as dist
 from torch.distributed import distributed_c10d as c10d
 
 NAME = "tpu_dist"
+_FP_BYTES = 256  # fixed size of a debug-mode fingerprint, so the check is one all_gather
+
+
+def _debug():
+    from torch_tpu import _aten
+    return _aten.mode() == "debug"
+
+
+def _desc(tensors, shapes=True):
+    """float32[4, 3] per tensor: what every rank must agree on."""
+    return ", ".join(str(t.dtype).removeprefix("torch.") + (str(list(t.shape)) if shapes else "") for t in tensors)
+
+
+def _op(opts):
+    op = opts.reduceOp
+    return getattr(getattr(op, "op", op), "name", str(op))
 
 
 def local_device():
@@ -150,7 +170,38 @@ class ProcessGroupTPU(dist.ProcessGroup):
     def __repr__(self):
         return f"ProcessGroupTPU(rank={self._rank}, size={self._size})"
 
-    def _run(self, name, staging, launch, result):
+    def _check_same_call(self, name, fingerprint):
+        """Debug mode: all ranks must be in the same collective with the same shapes/dtypes/op/root.
+
+        A small Gloo all_gather of the fingerprint runs first, so a mismatch raises here naming the
+        ranks instead of hanging (or silently mixing buffers) inside the real collective; a dead peer
+        fails this all_gather within the group timeout.
+        """
+        call = f"{name}({fingerprint})"
+        raw = call.encode()
+        if len(raw) > _FP_BYTES:  # keep a prefix to read, and a digest so long calls still compare
+            raw = raw[:_FP_BYTES - 18] + b"~" + hashlib.sha1(raw).hexdigest()[:16].encode() + b")"
+        mine = torch.zeros(_FP_BYTES, dtype=torch.uint8)
+        mine[:len(raw)] = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+        every = [torch.empty_like(mine) for _ in range(self._size)]
+        try:
+            self._gloo.allgather([every], [mine]).wait()
+        except Exception as e:
+            raise RuntimeError(f"tpu_dist: {name} failed (rank {self._rank} of a group of {self._size}) while "
+                               f"checking that every rank calls it (debug mode): {e}") from e
+        calls = [bytes(t.tolist()).rstrip(b"\0").decode(errors="replace") for t in every]
+        if len(set(calls)) > 1:
+            by_call = {}
+            for r, c in enumerate(calls):
+                by_call.setdefault(c, []).append(r)
+            said = [f"rank{'s' if len(rs) > 1 else ''} {', '.join(map(str, rs))} called {c}"
+                    for c, rs in sorted(by_call.items(), key=lambda kv: kv[1][0])]
+            raise RuntimeError(f"tpu_dist: collective mismatch (seen by rank {self._rank} of a group of "
+                               f"{self._size}): " + " but ".join(said))
+
+    def _run(self, name, staging, launch, result, fingerprint=None):
+        if fingerprint is not None and _debug():
+            self._check_same_call(name, fingerprint)
         try:
             inner = launch()
         except Exception as e:  # bad arguments or a closed peer: raise naming the collective
@@ -161,23 +212,30 @@ class ProcessGroupTPU(dist.ProcessGroup):
     def allreduce(self, tensors, opts=None):
         s = _Staging()
         hs = [s.update(t) for t in tensors]
-        return self._run("all_reduce", s, lambda: self._gloo.allreduce(hs, opts or dist.AllreduceOptions()), tensors)
+        opts = opts or dist.AllreduceOptions()
+        return self._run("all_reduce", s, lambda: self._gloo.allreduce(hs, opts), tensors,
+                         f"{_desc(tensors)}, op={_op(opts)}")
 
     def allreduce_coalesced(self, tensors, opts=None):
         s = _Staging()
         hs = [s.update(t) for t in tensors]
         opts = opts or dist.AllreduceCoalescedOptions()
-        return self._run("all_reduce_coalesced", s, lambda: self._gloo.allreduce_coalesced(hs, opts), tensors)
+        return self._run("all_reduce_coalesced", s, lambda: self._gloo.allreduce_coalesced(hs, opts), tensors,
+                         f"{_desc(tensors)}, op={_op(opts)}")
 
     def broadcast(self, tensors, opts=None):
         s = _Staging()
         hs = [s.update(t) for t in tensors]
-        return self._run("broadcast", s, lambda: self._gloo.broadcast(hs, opts or dist.BroadcastOptions()), tensors)
+        opts = opts or dist.BroadcastOptions()
+        return self._run("broadcast", s, lambda: self._gloo.broadcast(hs, opts), tensors,
+                         f"{_desc(tensors)}, src={opts.rootRank}")
 
     def reduce(self, tensors, opts=None):
         s = _Staging()
         hs = [s.update(t) for t in tensors]
-        return self._run("reduce", s, lambda: self._gloo.reduce(hs, opts or dist.ReduceOptions()), tensors)
+        opts = opts or dist.ReduceOptions()
+        return self._run("reduce", s, lambda: self._gloo.reduce(hs, opts), tensors,
+                         f"{_desc(tensors)}, op={_op(opts)}, dst={opts.rootRank}")
 
     # --- gathers ---
     def allgather(self, output_lists, inputs, opts=None):
@@ -185,7 +243,8 @@ class ProcessGroupTPU(dist.ProcessGroup):
         outs = [[s.write(t) for t in lst] for lst in output_lists]
         ins = [s.read(t) for t in inputs]
         opts = opts or c10d.AllgatherOptions()
-        return self._run("all_gather", s, lambda: self._gloo.allgather(outs, ins, opts), output_lists)
+        return self._run("all_gather", s, lambda: self._gloo.allgather(outs, ins, opts), output_lists,
+                         f"{_desc(inputs)} into {[len(o) for o in output_lists]}")
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
         s = _Staging()
@@ -193,13 +252,14 @@ class ProcessGroupTPU(dist.ProcessGroup):
         ins = [s.read(t) for t in inputs]
         opts = opts or c10d.AllgatherOptions()
         return self._run("all_gather_coalesced", s, lambda: self._gloo.allgather_coalesced(outs, ins, opts),
-                         output_lists)
+                         output_lists, _desc(inputs))
 
     def _allgather_base(self, output, input, opts=None):
         s = _Staging()
         out, inp = s.write(output), s.read(input)
         opts = opts or c10d.AllgatherOptions()
-        return self._run("all_gather_into_tensor", s, lambda: self._gloo._allgather_base(out, inp, opts), [output])
+        return self._run("all_gather_into_tensor", s, lambda: self._gloo._allgather_base(out, inp, opts), [output],
+                         f"{_desc([input])} into {_desc([output])}")
 
     all_gather_single = _allgather_base
 
@@ -208,7 +268,8 @@ class ProcessGroupTPU(dist.ProcessGroup):
         pairs = [(s.write(o), s.read(i)) for o, i in zip(outputs, inputs)]
         opts = opts or c10d.AllgatherOptions()
         return self._run("all_gather_into_tensor_coalesced", s,
-                         lambda: [self._gloo._allgather_base(o, i, opts) for o, i in pairs], outputs)
+                         lambda: [self._gloo._allgather_base(o, i, opts) for o, i in pairs], outputs,
+                         f"{_desc(inputs)} into {_desc(outputs)}")
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -216,28 +277,33 @@ class ProcessGroupTPU(dist.ProcessGroup):
         s = _Staging()
         outs = [[s.write(t) for t in lst] for lst in output_lists]
         ins = [s.read(t) for t in inputs]
-        return self._run("gather", s, lambda: self._gloo.gather(outs, ins, opts or dist.GatherOptions()), output_lists)
+        opts = opts or dist.GatherOptions()  # only the root passes outputs
+        return self._run("gather", s, lambda: self._gloo.gather(outs, ins, opts), output_lists,
+                         f"{_desc(inputs)}, dst={opts.rootRank}")
 
     # --- scatters ---
     def scatter(self, outputs, input_lists, opts=None):
         s = _Staging()
         outs = [s.write(t) for t in outputs]
         ins = [[s.read(t) for t in lst] for lst in input_lists]
-        return self._run("scatter", s, lambda: self._gloo.scatter(outs, ins, opts or dist.ScatterOptions()), outputs)
+        opts = opts or dist.ScatterOptions()  # only the root passes inputs
+        return self._run("scatter", s, lambda: self._gloo.scatter(outs, ins, opts), outputs,
+                         f"{_desc(outputs)}, src={opts.rootRank}")
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         s = _Staging()
         outs = [s.write(t) for t in outputs]
         ins = [[s.read(t) for t in lst] for lst in input_lists]
         opts = opts or dist.ReduceScatterOptions()
-        return self._run("reduce_scatter", s, lambda: self._gloo.reduce_scatter(outs, ins, opts), outputs)
+        return self._run("reduce_scatter", s, lambda: self._gloo.reduce_scatter(outs, ins, opts), outputs,
+                         f"{_desc(outputs)}, op={_op(opts)}")
 
     def _reduce_scatter_base(self, output, input, opts=None):
         s = _Staging()
         out, inp = s.write(output), s.read(input)
         opts = opts or dist.ReduceScatterOptions()
         return self._run("reduce_scatter_tensor", s, lambda: self._gloo._reduce_scatter_base(out, inp, opts),
-                         [output])
+                         [output], f"{_desc([input])} into {_desc([output])}, op={_op(opts)}")
 
     reduce_scatter_single = _reduce_scatter_base
 
@@ -246,7 +312,8 @@ class ProcessGroupTPU(dist.ProcessGroup):
         pairs = [(s.write(o), s.read(i)) for o, i in zip(outputs, inputs)]
         opts = opts or dist.ReduceScatterOptions()
         return self._run("reduce_scatter_tensor_coalesced", s,
-                         lambda: [self._gloo._reduce_scatter_base(o, i, opts) for o, i in pairs], outputs)
+                         lambda: [self._gloo._reduce_scatter_base(o, i, opts) for o, i in pairs], outputs,
+                         f"{_desc(inputs)} into {_desc(outputs)}, op={_op(opts)}")
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
@@ -255,15 +322,17 @@ class ProcessGroupTPU(dist.ProcessGroup):
         s = _Staging()
         outs = [s.write(t) for t in outputs]
         ins = [s.read(t) for t in inputs]
-        return self._run("all_to_all", s, lambda: self._gloo.alltoall(outs, ins, opts or dist.AllToAllOptions()),
-                         outputs)
+        opts = opts or dist.AllToAllOptions()  # the sizes may differ between ranks: compare dtypes
+        return self._run("all_to_all", s, lambda: self._gloo.alltoall(outs, ins, opts), outputs,
+                         _desc(inputs, shapes=False))
 
     def alltoall_base(self, output, input, output_splits, input_splits, opts=None):
         s = _Staging()
         out, inp = s.write(output), s.read(input)
         opts = opts or dist.AllToAllOptions()
         return self._run("all_to_all_single", s,
-                         lambda: self._gloo.alltoall_base(out, inp, output_splits, input_splits, opts), [output])
+                         lambda: self._gloo.alltoall_base(out, inp, output_splits, input_splits, opts), [output],
+                         _desc([input], shapes=False))
 
     all_to_all_single = alltoall_base
 
@@ -272,7 +341,7 @@ class ProcessGroupTPU(dist.ProcessGroup):
         opts = opts or dist.BarrierOptions()
         if opts.device is not None and opts.device.type != "cpu":
             opts.device = torch.device("cpu")  # Gloo's barrier allreduces a CPU tensor
-        return self._run("barrier", _Staging(), lambda: self._gloo.barrier(opts), [])
+        return self._run("barrier", _Staging(), lambda: self._gloo.barrier(opts), [], "")
 
     def send(self, tensors, dst, tag=0):
         s = _Staging()

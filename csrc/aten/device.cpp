@@ -4,8 +4,11 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/CachingDeviceAllocator.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 
+#include <cstring>
+#include <map>
 #include <mutex>
 
 #include "aten/generator.h"
@@ -53,6 +56,45 @@ struct GuardImpl final : c10::impl::DeviceGuardImplInterface {
   void synchronizeDevice(const c10::DeviceIndex d) const override { synchronize(d); }
 };
 
+// Pinned host memory (pin_memory=True, DDP's bookkeeping buffers, which it asserts are pinned). The
+// plugins copy from any host memory, so it is ordinary CPU memory, remembered so that is_pinned() can
+// answer for it.
+class PinnedAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    void* p = c10::alloc_cpu(std::max<size_t>(n, 1));
+    std::lock_guard<std::mutex> lock(mu());
+    blocks()[reinterpret_cast<uintptr_t>(p)] = std::max<size_t>(n, 1);
+    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
+  static bool holds(const void* ptr) {
+    auto at = reinterpret_cast<uintptr_t>(ptr);
+    std::lock_guard<std::mutex> lock(mu());
+    auto it = blocks().upper_bound(at);
+    return it != blocks().begin() && at < std::prev(it)->first + std::prev(it)->second;
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::map<uintptr_t, size_t>& blocks() {
+    static auto* b = new std::map<uintptr_t, size_t>;  // never destroyed: tensors may die after exit begins
+    return *b;
+  }
+  static void release(void* p) {
+    {
+      std::lock_guard<std::mutex> lock(mu());
+      blocks().erase(reinterpret_cast<uintptr_t>(p));
+    }
+    c10::free_cpu(p);
+  }
+};
+PinnedAllocator pinned_allocator;
+
 struct Hooks final : at::PrivateUse1HooksInterface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return device_count() > 0; }
@@ -67,8 +109,8 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override {
     return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(current_device())};
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  c10::Allocator* getPinnedMemoryAllocator() const override { return c10::GetCPUAllocator(); }
+  bool isPinnedPtr(const void* p) const override { return PinnedAllocator::holds(p); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator; }
   c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(device_count()); }
   c10::DeviceIndex getCurrentDevice() const override { return static_cast<c10::DeviceIndex>(current_device()); }
   void setCurrentDevice(c10::DeviceIndex d) const override { set_current_device(d); }
