@@ -395,3 +395,30 @@ def test_sparse_coo_device_and_print():
     assert s.device.type == "tpu" and s.is_sparse and s.layout == torch.sparse_coo
     assert s._indices().device.type == "tpu" and s._values().device.type == "tpu"
     assert "layout=torch.sparse_coo" in repr(s) and "nnz=4" in repr(s)
+
+
+def setitem(values, index, device, base=None):
+    """x[index(x)] = values on a copy of `base` (default: arange(8.) as [4, 2]); returns x."""
+    x = (torch.arange(8.0).view(4, 2) if base is None else base).to(device)
+    x[index(x)] = values.to(device) if isinstance(values, torch.Tensor) else values
+    return x
+
+
+@pytest.mark.parametrize("index, values", [
+    (lambda x: x[:, 0] > 1, torch.ones(2, 2)),            # a mask selecting 3 rows, 2 values: a device-side check
+    (lambda x: x[:, 0] > 1, torch.ones(3, 2)),            # as many as selected
+    (lambda x: x[:, 0] > 1, torch.ones(1, 2)),            # broadcast
+    (lambda x: x > 2, torch.tensor([1.0, 2.0])),          # a full mask, too few values
+    (lambda x: ([0, 1], [0, 1, 0]), 0.0),                 # indices that do not broadcast: IndexError
+    (lambda x: [0, 1], torch.ones(3, 2)),                 # values that do not fit the result
+    (lambda x: (slice(None), [1]), torch.ones(4, 1, dtype=torch.int64)),  # another dtype than self
+    (lambda x: (slice(None), [1]), 5),                    # a Python number takes self's dtype
+])
+def test_index_put_checks(index, values):
+    same(lambda d: setitem(values, index, d).cpu())
+
+
+def test_nonzero_out_on_another_device():
+    x = torch.tensor([0.0, 1.0, 2.0], device="tpu")
+    with pytest.raises(RuntimeError, match="nonzero: Expected out tensor to be on tpu:0"):
+        torch.nonzero(x, out=torch.empty(0, dtype=torch.long))

@@ -86,6 +86,11 @@ void check_scalar_args(const std::string& name, c10::ArrayRef<c10::IValue> args)
     check_fits(args[0].toTensor().scalar_type(), args[3]);
   }
   if (base == "fill" || base == "fill_") check_fits(args[0].toTensor().scalar_type(), args[1]);
+  if (base == "index_put" || base == "index_put_" || base == "_index_put_impl" || base == "_index_put_impl_") {
+    at::ScalarType self = args[0].toTensor().scalar_type(), values = args[2].toTensor().scalar_type();
+    TORCH_CHECK(self == values, "Index put requires the source and destination dtypes match, got ", self,
+                " for the destination and ", values, " for the source.");
+  }
   if (base == "masked_fill" || base == "masked_fill_") check_fits(args[0].toTensor().scalar_type(), args[2]);
   if (name == "uniform_") {
     TORCH_CHECK(num(1) <= num(2), "uniform_ expects to return a [from, to) range, but found from=", num(1),

@@ -103,6 +103,8 @@ at::Tensor nonzero_counted(const at::Tensor& self) {
   return at::nonzero_static(self, at::ne(self, 0).sum().item<int64_t>(), -1);
 }
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
+  TORCH_CHECK(out.device() == self.device(), "nonzero: Expected out tensor to be on ", self.device(), " but got ",
+              out.device());
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
   at::Tensor r = nonzero_counted(self);

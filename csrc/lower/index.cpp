@@ -367,6 +367,24 @@ Dims broadcast_shape(const Dims& a, const Dims& b) {
   return out;
 }
 
+bool broadcasts_to(const Dims& from, const Dims& to) {
+  if (from.size() > to.size()) return false;
+  for (size_t k = 0; k < from.size(); ++k) {
+    int64_t f = from[from.size() - 1 - k], t = to[to.size() - 1 - k];
+    if (f != 1 && f != t) return false;
+  }
+  return true;
+}
+
+std::string dims_str(const Dims& d, const std::string& at = "", size_t where = SIZE_MAX) {  // "[4, 2]", as torch prints
+  std::string s = "[";
+  for (size_t k = 0; k <= d.size(); ++k) {
+    if (k == where) s += (s.size() > 1 ? ", " : "") + at;
+    if (k < d.size()) s += (s.size() > 1 ? ", " : "") + std::to_string(d[k]);
+  }
+  return s + "]";
+}
+
 // The indices of self[indices] (no masks): the indexed dims, their broadcast index tensors stacked
 // as coordinates (shape B + [K]), and where the result puts B's dims and the other dims.
 struct Plan {
@@ -390,6 +408,12 @@ Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
     }
   if (used.empty()) return p;
   for (Value v : used) p.batch = broadcast_shape(p.batch, v.type.dims);
+  for (Value v : used)
+    if (!broadcasts_to(v.type.dims, p.batch)) {
+      std::string shapes;
+      for (Value u : used) shapes += (shapes.empty() ? "" : ", ") + dims_str(u.type.dims);
+      throw IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes " + shapes);
+    }
   // no index is valid for a dim of size 0: unless there are no indices, CPU raises (AdvancedIndex's check)
   bool no_indices = std::find(p.batch.begin(), p.batch.end(), 0) != p.batch.end();
   for (int64_t d : p.dims)
@@ -460,7 +484,15 @@ Value mask_put(Builder& b, Value x, int64_t p, Value mask, Value values, bool ac
     Dims squeezed = pre;
     squeezed.insert(squeezed.end(), post.begin(), post.end());
     picked = b.broadcast_in_dim(b.reshape(v, squeezed), x.type.dims, other_dims);
-  } else {
+  } else {  // as many rows as the mask selects, which only the device knows
+    Dims rest = pre;
+    rest.insert(rest.end(), post.begin(), post.end());
+    Value selected = reduce(b, convert(b, b.reshape(mask, {mask.type.numel()}), DType::S64), {0}, hlo::Op::Add, 0);
+    selected = b.reshape(selected, {1});
+    check(b, b.compare(selected, scalar_like(b, double(rows), selected.type), Cmp::NE), selected,
+          "shape mismatch: value tensor of shape " + dims_str(values.type.dims) +
+              " cannot be broadcast to indexing result of shape " + dims_str(rest, "{}", pre.size()),
+          false);
     picked = take_dim(b, v, p, mask_positions(b, mask, rows));
   }
   Value base = convert(b, x, ct);
@@ -498,6 +530,9 @@ Value put_indexed(Ctx& c, Value x, size_t list, Value values, bool acc) {
   s.inserted_window_dims = p.dims;
   s.scatter_dims_to_operand_dims = p.dims;
   s.index_vector_dim = nb;
+  if (!broadcasts_to(values.type.dims, shape))
+    throw hlo::Error("shape mismatch: value tensor of shape " + dims_str(values.type.dims) +
+                     " cannot be broadcast to indexing result of shape " + dims_str(shape));
   Value upd = broadcast_to(c.b, convert(c.b, values, ct), shape);
   return scatter_(c.b, x, p.coords, upd, s, acc ? Combine::Add : Combine::Replace);
 }
