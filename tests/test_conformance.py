@@ -422,3 +422,138 @@ def test_nonzero_out_on_another_device():
     x = torch.tensor([0.0, 1.0, 2.0], device="tpu")
     with pytest.raises(RuntimeError, match="nonzero: Expected out tensor to be on tpu:0"):
         torch.nonzero(x, out=torch.empty(0, dtype=torch.long))
+
+
+# ------------------------------------------------------------- view(dtype) of strided views
+VIEW_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64, torch.float16,
+               torch.bfloat16, torch.float32, torch.float64, torch.complex64, torch.complex128]
+
+
+def raw(x):
+    """x's bytes (bool as it is), for comparing values whose bits are arbitrary (NaN payloads)."""
+    return x if x.dtype == torch.bool else x.contiguous().view(torch.uint8)
+
+
+@pytest.mark.parametrize("src", VIEW_DTYPES, ids=str)
+def test_view_dtype_of_strided_view(src):
+    # A strided view reinterpreted as another dtype, then materialized (contiguous, clone) and written
+    # through: complex element types cannot be bitcast in StableHLO, so they go through their real parts.
+    base = torch.arange(64).remainder(7).view(8, 8)
+    for dst in VIEW_DTYPES:
+        for layout in (lambda x: x.t(), lambda x: x[::2], lambda x: x[1:, 2:][::3]):
+            def read(d):
+                x = layout(base.to(src).to(d))
+                try:
+                    v = x.view(dst)
+                except RuntimeError as e:
+                    return e
+                return raw(v.contiguous().cpu()), v.stride(), v.shape
+            cpu, tpu = read("cpu"), read("tpu")
+            if isinstance(cpu, Exception):
+                assert type(tpu) is type(cpu), (src, dst, tpu)
+                continue
+            assert not isinstance(tpu, Exception), (src, dst, tpu)
+            assert tpu[1:] == cpu[1:] and torch.equal(tpu[0], cpu[0]), (src, dst)
+
+
+@pytest.mark.parametrize("src,dst", [(torch.float64, torch.complex64), (torch.float32, torch.complex64),
+                                     (torch.complex128, torch.float32), (torch.complex128, torch.complex64),
+                                     (torch.int16, torch.complex64)])
+def test_write_through_strided_dtype_view(src, dst):
+    def run(d):
+        x = torch.arange(64).remainder(5).view(8, 8).to(src).to(d)
+        v = x[::2].view(dst)
+        v.add_(torch.ones((), dtype=dst, device=d) * (1 + 1j if dst.is_complex else 1))
+        if src.itemsize == dst.itemsize:
+            x.t().view(dst).mul_(2)
+        return raw(x.cpu())
+    assert torch.equal(run("tpu"), run("cpu"))
+
+
+# ------------------------------------------------------------- clone / contiguous memory formats
+CL, CL3 = torch.channels_last, torch.channels_last_3d
+
+
+@pytest.mark.parametrize("fn,shape", [
+    (lambda x: x.contiguous(memory_format=CL), (2, 3, 4, 5)),
+    (lambda x: x.clone(memory_format=CL), (2, 3, 4, 5)),
+    (lambda x: x.contiguous(memory_format=CL3), (2, 3, 4, 5, 2)),
+    (lambda x: x.clone(memory_format=CL), (1, 3, 1, 5)),                  # size-1 dims
+    (lambda x: x.contiguous(memory_format=CL).clone(), (2, 3, 4, 5)),     # preserve_format keeps channels_last
+    (lambda x: x.permute(2, 0, 3, 1).clone(), (2, 3, 4, 5)),              # and any dense permutation
+    (lambda x: x.t().clone(memory_format=torch.preserve_format), (3, 5)),
+    (lambda x: x.contiguous(memory_format=CL)[:, :, ::2].clone(), (2, 3, 4, 5)),  # not dense: suggested format
+    (lambda x: x.contiguous(memory_format=CL).contiguous(), (2, 3, 4, 5)),
+    (lambda x: x.to(torch.complex64).conj().clone(memory_format=CL), (2, 3, 4, 5)),
+    (lambda x: x.contiguous(memory_format=CL).mul_(2)[:, 1], (2, 3, 4, 5)),
+], ids=["contiguous_cl", "clone_cl", "contiguous_cl3d", "clone_cl_size1", "preserve_cl", "preserve_permuted",
+        "preserve_t", "preserve_strided", "contiguous_of_cl", "conj_cl", "write_cl"])
+def test_clone_memory_format(fn, shape):
+    x = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape)
+    cpu, tpu = fn(x), fn(x.to("tpu"))
+    assert tpu.stride() == cpu.stride()
+    assert torch.equal(tpu.cpu(), cpu)
+    assert tpu.is_contiguous(memory_format=CL) == cpu.is_contiguous(memory_format=CL)
+
+
+# ------------------------------------------------------------- out= of a wider dtype: computed in the inputs' dtype
+def half(d):
+    return torch.tensor([33000.0, 1.5, -2.0], dtype=torch.float16, device=d)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.add(half(d), half(d), out=empty(d, torch.float64, 0)),          # overflows in f16: inf
+    lambda d: torch.add(half(d), half(d), alpha=2, out=empty(d, torch.float32, 0)),
+    lambda d: torch.mul(half(d), 3, out=empty(d, torch.float64, 0)),
+    lambda d: torch.addcmul(half(d), half(d), half(d), out=empty(d, torch.float64, 0)),
+    lambda d: torch.exp(half(d) / 3000, out=empty(d, torch.float32, 0)),
+    lambda d: torch.div(torch.tensor([7, -3], device=d), 3, out=empty(d, torch.float64, 0)),
+    lambda d: torch.sum(half(d), 0, out=empty(d, torch.float64, 0)),                 # reductions: in out's dtype
+    lambda d: torch.sum(torch.stack([half(d), half(d)]), 0, out=empty(d, torch.float32, 0)),
+    lambda d: torch.cumsum(half(d), 0, out=empty(d, torch.float64, 0)),
+    lambda d: torch.neg(half(d), out=empty(d, torch.float64, 0)),                    # rejected
+    lambda d: torch.neg(half(d), out=empty(d, torch.float16, 0)),
+], ids=["add", "add_alpha", "mul_scalar", "addcmul", "exp", "div_int", "sum", "sum_dim", "cumsum", "neg_wider",
+        "neg"])
+def test_out_wider_dtype_computes_in_result_type(call):
+    same(lambda d: call(d).cpu())
+
+
+# ------------------------------------------------------------- complex32: unsupported, with a clear message
+@pytest.mark.parametrize("call", [
+    lambda: torch.tensor([1.0, 0.0], dtype=torch.half, device="tpu") + (1 + 0j),   # promotion gives complex32
+    lambda: torch.tensor([1.0, 0.0], dtype=torch.half, device="tpu") * torch.tensor([1j], device="tpu").to(torch.chalf),
+    lambda: torch.tensor([1.0, 0.0], dtype=torch.half, device="tpu").to(torch.chalf),
+    lambda: torch.ones(2, dtype=torch.chalf).to("tpu"),
+], ids=["half_plus_complex", "mul", "to", "from_cpu"])
+def test_complex32_not_supported(call):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "ComplexHalf support is experimental"
+        assert (torch.tensor([1.0, 0.0], dtype=torch.half) + (1 + 0j)).dtype == torch.complex32  # CPU has it
+        with pytest.raises(RuntimeError, match=r"complex32 .*is not supported on tpu") as e:
+            call()
+    assert not isinstance(e.value, TypeError) and "unsupported operand" not in str(e.value)
+
+
+# ------------------------------------------------------------- TorchScript: Tensor?[] arrives as a GenericList
+def mask_assign(x):
+    x[x < 50] = 1.0
+    return x
+
+
+def index_assign(x, i):
+    x[i] = 2.0
+    return x[i, :1] + x[[0, 1]].sum()
+
+
+def index_put_none(x, i):
+    return torch.index_put(x, [None, i], torch.tensor(3.0, device=x.device), accumulate=True)
+
+
+def test_torchscript_indexing():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated
+        fns = [torch.jit.script(f) for f in (mask_assign, index_assign, index_put_none)]
+    same(lambda d: fns[0](torch.arange(100.0, device=d)).cpu())
+    same(lambda d: fns[1](torch.arange(12.0, device=d).view(4, 3), torch.tensor([1, 3], device=d)).cpu())
+    same(lambda d: fns[2](torch.zeros(2, 3, device=d), torch.tensor([0, 2, 2], device=d)).cpu())

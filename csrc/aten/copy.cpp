@@ -38,7 +38,7 @@ std::shared_ptr<pjrt::Buffer> upload(const at::Tensor& host, int device) {
 
 std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
   if (dense(t)) return storage_of(t).ready();
-  at::Tensor c = call("clone", "", {t, c10::IValue()})[0].toTensor();
+  at::Tensor c = call("clone", "", {t, c10::MemoryFormat::Contiguous})[0].toTensor();
   return storage_of(c).ready();
 }
 

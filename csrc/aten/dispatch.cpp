@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <numeric>
 #include <set>
 #include <unordered_map>
 
@@ -318,6 +319,28 @@ void check_out_dtypes_like_cpu(const c10::OperatorHandle& op, const std::string&
   accept();
 }
 
+// out= of a pointwise op (TensorIterator's) computes in the dtype of its inputs, the functional op's result
+// dtype, and only then casts into out: add(f16, f16, out=f64) overflows as in f16. (Reductions, cumsum:
+// out's dtype is the computation's, as the out= meta kernel says.) The cast is the copy into out.
+void pointwise_out_compute_types(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                                 std::vector<hlo::TensorType>& types) {
+  if (!op.hasTag(at::Tag::pointwise)) return;
+  auto functional = functional_of(op);
+  if (!functional) return;
+  torch::jit::Stack meta;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (!op.schema().arguments()[i].is_out()) meta.push_back(args[i]);
+  try {
+    meta = run_meta(*functional, meta);
+  } catch (const std::exception&) {
+    return;  // the out= meta kernel accepted the call: its types stand
+  }
+  std::vector<at::Tensor> natural;
+  for (const c10::IValue& v : meta) flatten(v, natural);
+  if (natural.size() != types.size()) return;
+  for (size_t k = 0; k < types.size(); ++k) types[k].dtype = to_dtype(natural[k].scalar_type());
+}
+
 // Normalization statistics: PyTorch's meta kernels say float32, CPU keeps the input's dtype unless its
 // parameters are float32 (mixed precision), and batch norm in eval mode saves none (size 0).
 void stat_types_like_cpu(const std::string& name, c10::ArrayRef<c10::IValue> args, std::vector<hlo::TensorType>& types) {
@@ -340,6 +363,16 @@ void stat_types_like_cpu(const std::string& name, c10::ArrayRef<c10::IValue> arg
   }
 }
 
+// A Tensor?[] argument. The TorchScript interpreter passes one as a GenericList (List[Optional[Tensor]]),
+// eager calls as an OptionalTensorList: IValue::toOptionalTensorList() asserts on the former.
+c10::List<std::optional<at::Tensor>> optional_tensor_list(const c10::IValue& v) {
+  if (v.isOptionalTensorList()) return v.toOptionalTensorList();
+  c10::List<std::optional<at::Tensor>> out;
+  for (const c10::IValue& e : v.toListRef())
+    out.push_back(e.isNone() || !e.toTensor().defined() ? std::nullopt : std::optional<at::Tensor>(e.toTensor()));
+  return out;
+}
+
 // Index lists may hold CPU tensors, as on CUDA: they move to the device. Boolean masks become their
 // nonzero() positions (a host sync, as on CUDA) in index.Tensor, whose result shape they decide, and in
 // index_put when other indices come with them (a lone mask is lowered as a select).
@@ -349,14 +382,15 @@ void prepare_indices(const std::string& name, torch::jit::Stack* stack, size_t n
     return;
   const at::Tensor& self = (*stack)[stack->size() - n].toTensor();
   c10::IValue& list = (*stack)[stack->size() - n + 1];
+  c10::List<std::optional<at::Tensor>> given = optional_tensor_list(list);
   std::vector<at::Tensor> ts;
   int defined = 0, masks = 0;
-  for (std::optional<at::Tensor> t : list.toOptionalTensorList()) {
+  for (std::optional<at::Tensor> t : given) {
     ts.push_back(t ? *t : at::Tensor());
     defined += ts.back().defined();
     masks += ts.back().defined() && (ts.back().scalar_type() == at::kBool || ts.back().scalar_type() == at::kByte);
   }
-  if (masks && (index_read || defined > 1)) ts = at::native::expandTensors(self, list.toOptionalTensorList(), true);
+  if (masks && (index_read || defined > 1)) ts = at::native::expandTensors(self, given, true);
   c10::List<std::optional<at::Tensor>> idx;
   for (const at::Tensor& t : ts)
     idx.push_back(!t.defined() ? std::nullopt : std::optional<at::Tensor>(t.device() == self.device() ? t : t.to(self.device())));
@@ -451,6 +485,31 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const s
   at::native::cpu_fallback(op, stack);
 }
 
+// clone(memory_format=) gives CPU's result strides: channels_last(_3d) as asked, and preserve_format
+// keeps a non-overlapping dense input's strides (empty_like's rules). One program clones the input
+// permuted into the result's physical order (row-major there); the result then takes those strides.
+// False when the result is row-major: the plain clone does it.
+bool clone_in_format(torch::jit::Stack* stack) {
+  auto args = torch::jit::last(*stack, 2);
+  if (!args[0].isTensor() || !args[0].toTensor().defined()) return false;
+  const at::Tensor& self = args[0].toTensor();
+  if (self.device().type() != c10::DeviceType::PrivateUse1 || self.dim() < 2) return false;
+  c10::MemoryFormat format = args[1].isNone() ? c10::MemoryFormat::Preserve : args[1].toMemoryFormat();
+  if (format == c10::MemoryFormat::Contiguous || (format == c10::MemoryFormat::Preserve && self.is_contiguous()))
+    return false;
+  at::Tensor like = at::empty_like(at::empty_strided(self.sizes(), self.strides(), self.options().device(c10::kMeta)),
+                                   self.options().device(c10::kMeta), format);
+  if (like.strides() == c10::contiguous_strides(self.sizes())) return false;
+  std::vector<int64_t> perm(self.dim());
+  std::iota(perm.begin(), perm.end(), 0);
+  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
+  at::Tensor r = call("clone", "", {self.permute(perm), c10::MemoryFormat::Contiguous})[0].toTensor();
+  r.unsafeGetTensorImpl()->set_sizes_and_strides(self.sizes(), like.strides());
+  torch::jit::drop(*stack, 2);
+  torch::jit::push(*stack, r);
+  return true;
+}
+
 }  // namespace
 
 void reject_unsupported_tensors(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
@@ -514,6 +573,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::string name = aten_name(op);
   const lower::Rule* rule = lower::find_for_call(name);
   reject_unsupported_tensors(op, torch::jit::last(*stack, schema.arguments().size()));
+  if (name == "clone" && clone_in_format(stack)) return;
   if (!rule) {
     if (fallback_on || data_dependent(name)) return run_on_cpu(op, stack, name);
     not_lowered(name);
@@ -599,6 +659,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     std::vector<at::Tensor> outs;
     for (const c10::IValue& v : meta) flatten(v, outs);
     for (const at::Tensor& t : outs) types.push_back(type_of(t));
+    if (!m.out.empty()) pointwise_out_compute_types(op, args, types);
     stat_types_like_cpu(name, args, types);
     // margin losses of one 1-D sample, unreduced: CPU returns a 0-d loss, the meta kernels a [1] one
     if ((name == "multi_margin_loss" || name == "multilabel_margin_loss_forward") && args[0].toTensor().dim() == 1 &&

@@ -46,7 +46,9 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &the_allocator);
 DType to_dtype(at::ScalarType t) {
   for (auto [theirs, ours] : kTypes)
     if (theirs == t) return ours;
-  TORCH_CHECK_TYPE(false, "tpu: dtype ", t, " is not supported on this device");
+  // A RuntimeError, not a TypeError: Python turns a TypeError inside a binary operator (half + 1j gives
+  // complex32) into "unsupported operand type(s)", hiding this message.
+  TORCH_CHECK(false, "tpu: dtype torch.", c10::getDtypeNames(t).first, " (", t, ") is not supported on tpu");
 }
 
 at::ScalarType to_scalar_type(DType t) {

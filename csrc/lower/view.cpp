@@ -63,19 +63,23 @@ std::vector<size_t> dense_order(const View& v) {
 }
 
 // The flat `base` reinterpreted as a flat array of `dtype` (same bytes, like Tensor.view(dtype)).
-// Bool goes through u8: StableHLO cannot bitcast i1.
+// StableHLO cannot bitcast complex or i1: complex goes through its component type (real and imaginary
+// parts interleaved, as in memory), bool through u8.
 Value as_view_dtype(hlo::Builder& b, Value base, DType dtype) {
-  if (base.type.dtype == dtype) return base;
-  // complex <-> its component type (view_as_real / view_as_complex): StableHLO cannot bitcast complex
   DType from = base.type.dtype;
-  int64_t len = base.type.dims[0];
-  if ((from == DType::C64 && dtype == DType::F32) || (from == DType::C128 && dtype == DType::F64)) {
+  if (from == dtype) return base;
+  auto component = [](DType c) { return c == DType::C64 ? DType::F32 : DType::F64; };
+  if (info(from).is_complex) {  // [n] complex -> [2n] of its component type, then on from there
+    int64_t len = base.type.dims[0];
     auto part = [&](hlo::Op op) { return b.reshape(b.unary(op, base), {len, 1}); };
-    return b.reshape(b.concatenate({part(hlo::Op::Real), part(hlo::Op::Imag)}, 1), {2 * len});
+    Value parts = b.reshape(b.concatenate({part(hlo::Op::Real), part(hlo::Op::Imag)}, 1), {2 * len});
+    return as_view_dtype(b, parts, dtype);
   }
-  if ((from == DType::F32 && dtype == DType::C64) || (from == DType::F64 && dtype == DType::C128)) {
+  if (info(dtype).is_complex) {  // the component type's [2m] elements, paired into [m] complex
+    Value flat = as_view_dtype(b, base, component(dtype));
+    int64_t len = flat.type.dims[0];
     if (len % 2) throw hlo::Error("view(dtype): an odd number of elements does not divide into complex elements");
-    Value pairs = b.reshape(base, {len / 2, 2});
+    Value pairs = b.reshape(flat, {len / 2, 2});
     auto part = [&](int64_t k) { return b.reshape(b.slice(pairs, {0, k}, {len / 2, k + 1}), {len / 2}); };
     return b.binary(hlo::Op::Complex, part(0), part(1));
   }
@@ -83,7 +87,9 @@ Value as_view_dtype(hlo::Builder& b, Value base, DType dtype) {
   DType to = dtype == DType::Pred ? DType::U8 : dtype;
   int64_t from_size = byte_size(base.type.dtype), to_size = byte_size(to), n = base.type.dims[0];
   Value out;
-  if (from_size == to_size) {
+  if (base.type.dtype == to) {
+    out = base;
+  } else if (from_size == to_size) {
     out = b.bitcast_convert(base, to);
   } else if (from_size > to_size) {  // each element becomes several: [n] -> [n, r] -> [n * r]
     out = b.reshape(b.bitcast_convert(base, to), {n * (from_size / to_size)});
