@@ -50,6 +50,7 @@ try:
     from torch_tpu.context import cpu_fallback, execution_mode, get_execution_mode, set_execution_mode, sync  # noqa: F401
     from torch_tpu import metrics  # noqa: F401
     from torch_tpu.compiler import no_recompile  # noqa: F401
+    from torch_tpu.dynamic import mark_dynamic, set_buckets  # noqa: F401
 except ImportError:  # extension not built: registration below warns
     pass
 _autoload()

@@ -14,7 +14,7 @@ import traceback
 
 import torch
 
-from torch_tpu import _aten, _plugin
+from torch_tpu import _aten, _plugin, dynamic
 
 # Every capture of a compiled graph: why it happened, where, and whether it compiled a program.
 _events = []
@@ -109,7 +109,7 @@ class _Graph:
         elif before is not None:
             reason = ("recompiled frame: " if not (self.captures or self.unreplayable) else "") + _changed(before, now)
         else:
-            reason = "new graph"
+            reason = "new graph" if "bucket" not in self.kind else f"new {self.kind}"
         _last_inputs[self.frame] = now
         return self._capture(args, tensors, key, reason, recompile=bool(captured) or before is not None)
 
@@ -162,6 +162,10 @@ def _assemble(template, outs):
     return result if is_sequence else result[0]
 
 
+def note_event(graph, reason, compiled=False):
+    _events.append({"graph": graph, "reason": reason, "where": _user_frame(), "compiled": compiled})
+
+
 def _check_static():
     import torch._dynamo.config as config
     if not config.assume_static_by_default:
@@ -192,7 +196,23 @@ def tpu_backend(gm, example_inputs, mode=None, options=None):
 
     backend = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"),
                            inference_compiler=compiler("inference"), keep_inference_input_mutations=True)
-    return backend(gm, example_inputs)
+    exact = backend(gm, example_inputs)
+    symbols = dynamic.bounded_symbols(gm)
+    if not symbols:
+        return exact
+
+    def compile_bucket(padded_graph, bucket):
+        """The padded graph of one bucket: static shapes, differentiated after masking."""
+        from torch._functorch.aot_autograd import aot_function
+        bucketed = lambda kind: compiler(f"{kind} (bucket {bucket})")  # noqa: E731
+        return aot_function(padded_graph, fw_compiler=bucketed("forward"), bw_compiler=bucketed("backward"),
+                            inference_compiler=bucketed("inference"), keep_inference_input_mutations=True)
+
+    def remember(tensors):  # so that a recompile beyond the bounds says what changed
+        for kind in ("forward", "inference"):
+            _last_inputs[(frame, kind)] = _describe(tensors)
+
+    return dynamic.Bucketed(gm, symbols, compile_bucket, exact, remember)
 
 
 tpu_backend.reset = _last_inputs.clear  # torch._dynamo.reset(): frame ids start again
