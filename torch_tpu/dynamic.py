@@ -299,29 +299,48 @@ class _Masker(torch.fx.Interpreter):
     def __init__(self, gm, order, padded):
         super().__init__(gm)
         self.order, self.padded = order, padded
-        self.masks = {}  # id(value) -> (value, mask)
+        self.masks = {}  # id(value) -> (value, mask, whether its padded positions hold zeros)
+        self.zeros, self.canonical, self.origin = {}, {}, {}
         self.symbolic = {n.name for n in gm.graph.nodes
                          if isinstance(n.meta.get("example_value"), torch.SymInt)}
 
     def run_padded(self, *args):
         *inputs, true = args
         self.true = {sym: true[i] for i, sym in enumerate(self.order)}
-        self.masks = {}
+        self.masks, self.zeros, self.canonical, self.origin = {}, {}, {}, {}
         self.device = true.device
         self._inputs = iter(inputs)
         try:
             return tuple(self.run(*inputs))
         finally:
-            self.masks = {}
+            self.masks, self.zeros, self.canonical, self.origin = {}, {}, {}, {}
 
     # -- masks ---------------------------------------------------------------------------------
-    def mask(self, value):
+    def entry(self, value):
         entry = self.masks.get(id(value)) if isinstance(value, torch.Tensor) else None
-        return entry[1] if entry is not None and entry[0] is value else None
+        return entry if entry is not None and entry[0] is value else None
 
-    def set_mask(self, value, mask):
+    def mask(self, value):
+        entry = self.entry(value)
+        return entry[1] if entry else None
+
+    def zeroed(self, value):
+        """Whether `value` holds zeros (False) at its padded positions."""
+        entry = self.entry(value)
+        return entry is None or entry[2]
+
+    def set_mask(self, value, mask, zeroed=False):
         if mask is not None and isinstance(value, torch.Tensor):
-            self.masks[id(value)] = (value, mask)
+            self.masks[id(value)] = (value, mask, zeroed)
+
+    def result(self, value, mask, zero=False):
+        """`value` with zeros outside `mask` (`zero`: it has them already), its mask recorded."""
+        if mask is None:
+            return value
+        if not zero:
+            value = self.sanitize(value, mask)
+        self.set_mask(value, mask, zeroed=True)
+        return value
 
     def full_mask(self, value):
         m = self.mask(value)
@@ -331,16 +350,35 @@ class _Masker(torch.fx.Interpreter):
         """The mask of a value made from sizes alone: along each dynamic dim its first n are valid."""
         mask = None
         for d, expr in _dims(meta):
-            n = _evaluate(expr, self.true)
-            shape = [1] * value.dim()
-            shape[d] = value.shape[d]
-            m = (torch.arange(value.shape[d], device=value.device) < n).view(shape)
+            m = self.prefix(value.dim(), d, value.shape[d], expr)
             mask = m if mask is None else mask & m
         return mask
 
-    @staticmethod
-    def sanitize(value, mask):
-        return torch.where(mask, value, torch.zeros((), dtype=value.dtype, device=value.device))
+    def prefix(self, rank, dim, size, expr):
+        """The one mask tensor of rank `rank` whose first expr(true sizes) of `size` along `dim` are valid."""
+        key = (rank, dim, size, expr)
+        if key not in self.canonical:
+            shape = [1] * rank
+            shape[dim] = size
+            m = (torch.arange(size, device=self.device) < _evaluate(expr, self.true)).view(shape)
+            self.canonical[key] = m
+            self.origin[id(m)] = (m, expr)
+        return self.canonical[key]
+
+    def derived(self, mask, source):
+        """`mask`, computed from `source`: the canonical tensor when both are one prefix (shared masks make
+        equal masks identical, which spares ANDs and zeroing)."""
+        origin = self.origin.get(id(source))
+        dims = [d for d in range(mask.dim()) if mask.shape[d] != 1]
+        if origin is None or origin[0] is not source or len(dims) != 1:
+            return mask
+        return self.prefix(mask.dim(), dims[0], mask.shape[dims[0]], origin[1])
+
+    def sanitize(self, value, mask):
+        key = (value.dtype, value.device)
+        if key not in self.zeros:  # one zero per dtype in the program
+            self.zeros[key] = torch.zeros((), dtype=value.dtype, device=value.device)
+        return torch.where(mask, value, self.zeros[key])
 
     # -- the interpreter -------------------------------------------------------------------------
     def placeholder(self, target, args, kwargs):
@@ -348,7 +386,7 @@ class _Masker(torch.fx.Interpreter):
         node = next(n for n in self.graph.nodes if n.op == "placeholder" and n.target == target)
         meta = node.meta.get("example_value")
         if isinstance(value, torch.Tensor) and isinstance(meta, torch.Tensor):
-            self.set_mask(value, self.shape_mask(meta, value))
+            self.set_mask(value, self.shape_mask(meta, value), zeroed=True)  # padded with zeros
         return value
 
     def output(self, target, args, kwargs):
@@ -418,32 +456,119 @@ class _Masker(torch.fx.Interpreter):
 # ----------------------------------------------------------------------------------------------
 # Rules: how an op runs on padded values, and the mask of its result.
 
+# Elementwise ops that keep zeros at padded positions (f(0) = 0) with a finite derivative there, so a
+# padded position's gradient stays zero too: their results need no zeroing.
+_KEEP_ZERO = {"neg", "silu", "relu", "relu6", "gelu", "tanh", "sin", "sinh", "tan", "atan", "asin", "asinh", "erf",
+              "abs", "to", "float", "double", "half", "bfloat16", "type", "type_as", "contiguous", "clone",
+              "detach", "alias", "dropout", "hardtanh", "leaky_relu", "elu", "selu", "celu", "mish", "hardswish",
+              "softsign", "log1p", "expm1", "trunc", "round", "floor", "ceil", "sign", "sgn", "square",
+              "positive", "nan_to_num", "deg2rad", "rad2deg"}
+_PRODUCTS = {"mul", "multiply", "bitwise_and", "logical_and"}  # zero if any padded factor is
+_SUMS = {"add", "sub", "subtract", "bitwise_or", "logical_or", "maximum", "minimum"}  # zero if all terms are
+
+
+def _keeps_zero(mk, name, args, kwargs):
+    tensors = [a for a in _leaves(args, kwargs) if isinstance(a, torch.Tensor)]
+    masked = [t for t in tensors if mk.mask(t) is not None]
+    if not all(mk.zeroed(t) for t in masked):
+        return False
+    if name in _KEEP_ZERO or name in _PRODUCTS:
+        return name in _PRODUCTS or len(masked) == 1 and args[0] is masked[0]
+    if name in ("div", "true_divide"):
+        return args[0] is masked[0] and len(tensors) == 1 and isinstance(args[1], (int, float)) and args[1] != 0
+    if name == "pow":
+        return args[0] is masked[0] and len(tensors) == 1 and isinstance(args[1], (int, float)) and args[1] >= 1
+    if name in _SUMS:  # every term padded in the same places, no unpadded term
+        scalars = [a for a in args if not isinstance(a, torch.Tensor)]
+        return len(masked) == len(tensors) == len(args) - len(scalars) and not scalars and \
+            all(mk.mask(t) is mk.mask(masked[0]) for t in masked)
+    return False
+
+
 def _elementwise(mk, n, name, args, kwargs):
     out = mk.call(n, args, kwargs)
     mask = None
     for t in _leaves(args, kwargs):
         m = mk.mask(t)
-        if m is not None:
+        if m is not None and m is not mask:
             mask = m if mask is None else mask & m
-    out = mk.sanitize(out, mask)
-    mk.set_mask(out, mask)
-    return out
+    return mk.result(out, mask, zero=_keeps_zero(mk, name, args, kwargs))
 
 
 def _replace_tensors(mk, args, kwargs, with_):
     return torch.utils._pytree.tree_map(lambda a: with_(a) if isinstance(a, torch.Tensor) else a, (args, kwargs))
 
 
+_DIMWISE = {"transpose", "permute", "t", "swapaxes", "swapdims", "movedim", "flip"}
+_RESHAPES = {"view", "reshape", "flatten", "unflatten", "view_as", "reshape_as", "squeeze", "unsqueeze"}
+
+
+def _reshaped_mask(m, shape, new_shape):
+    """A broadcastable mask of `shape` reshaped to `new_shape`, if each padded dim survives whole (the
+    same size after the same leading elements); else None."""
+    new = [1] * len(new_shape)
+    before_out = [math.prod(new_shape[:e]) for e in range(len(new_shape))]
+    for d in range(len(shape)):
+        if m.shape[d] == 1:
+            continue
+        before = math.prod(shape[:d])
+        e = next((e for e in range(len(new_shape)) if before_out[e] == before and new_shape[e] == shape[d]), None)
+        if e is None or m.shape[d] != shape[d]:
+            return None
+        new[e] = shape[d]
+    return m.reshape(new)
+
+
+def _indexed_mask(m, x, index):
+    """mask[index] for a basic index (ints, slices, None, ...): dims where the mask is 1 stay 1."""
+    index = index if isinstance(index, tuple) else (index,)
+    if any(not (i is None or i is Ellipsis or isinstance(i, (int, slice))) for i in index):
+        return None
+    explicit = sum(1 for i in index if i is not None and i is not Ellipsis)
+    out, d = [], 0
+    for i in index:
+        if i is Ellipsis:
+            out.extend([slice(None)] * (x.dim() - explicit))
+            d += x.dim() - explicit
+            continue
+        if i is not None and m.shape[d] == 1 and x.shape[d] != 1:
+            i = 0 if isinstance(i, int) else slice(None)
+        out.append(i)
+        d += i is not None
+    return m[tuple(out)]
+
+
+def _small_mask(mk, name, args, kwargs, out):
+    x, m = args[0], mk.mask(args[0])
+    if m.dim() != x.dim() or isinstance(out, (tuple, list)):
+        return None
+    if name in _DIMWISE:
+        return getattr(m, name)(*args[1:], **kwargs)
+    if name in ("expand", "expand_as"):
+        return m.reshape([1] * (out.dim() - m.dim()) + list(m.shape))
+    if name in _RESHAPES:
+        return _reshaped_mask(m, list(x.shape), list(out.shape))
+    if name == "getitem":
+        return _indexed_mask(m, x, args[1])
+    return None
+
+
 def _structural(mk, n, name, args, kwargs):
     """Views, cat, indexing with slices: the same op on the masks."""
     out = mk.call(n, args, kwargs)
+    tensors = [t for t in _leaves(args, kwargs) if isinstance(t, torch.Tensor)]
+    small = _small_mask(mk, name, args, kwargs, out) if tensors == [args[0]] else None
+    if small is not None:
+        mk.set_mask(out, mk.derived(small, mk.mask(args[0])), mk.zeroed(args[0]))
+        return out
     margs, mkwargs = _replace_tensors(mk, args, kwargs, mk.full_mask)
     if name == "view":
         name = "reshape"
     mout = getattr(margs[0], name)(*margs[1:], **mkwargs) if n.op == "call_method" else n.target(*margs, **mkwargs)
+    zeroed = all(mk.zeroed(t) for t in _leaves(args, kwargs) if isinstance(t, torch.Tensor))
     for value, m in zip(out if isinstance(out, (tuple, list)) else [out],
                         mout if isinstance(mout, (tuple, list)) else [mout]):
-        mk.set_mask(value, m)
+        mk.set_mask(value, m, zeroed)
     return out
 
 
@@ -451,8 +576,13 @@ def _cat(mk, n, name, args, kwargs):
     tensors = _arg(args, kwargs, 0, "tensors")
     dim = _arg(args, kwargs, 1, "dim", 0)
     out = mk.call(n, args, kwargs)
+    zeroed = all(mk.zeroed(t) for t in tensors)
+    first = mk.mask(tensors[0])
+    if name == "cat" and first is not None and first.shape[dim] == 1 and all(mk.mask(t) is first for t in tensors):
+        mk.set_mask(out, first, zeroed)
+        return out
     masks = [mk.full_mask(t) for t in tensors]
-    mk.set_mask(out, torch.cat(masks, dim) if name == "cat" else torch.stack(masks, dim))
+    mk.set_mask(out, torch.cat(masks, dim) if name == "cat" else torch.stack(masks, dim), zeroed)
     return out
 
 
@@ -462,6 +592,8 @@ def _getitem(mk, n, name, args, kwargs):
     x, index = args
     if not isinstance(x, torch.Tensor):
         return mk.call(n, args, kwargs)
+    if not any(isinstance(i, torch.Tensor) for i in _leaves(index, {})):
+        return _structural(mk, n, name, args, kwargs)
     out = x[index]
     index = index if isinstance(index, tuple) else (index,)
     if any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in index):
@@ -490,15 +622,21 @@ def _getitem(mk, n, name, args, kwargs):
     return out
 
 
+def _rows(mk, x, contracted):
+    """The mask of what is left of x when dim `contracted` is summed over (None: all valid)."""
+    m = mk.mask(x)
+    if m is None or m.shape[contracted] == 1:
+        return m
+    return mk.derived(_full(m, x).any(contracted, keepdim=True), m)
+
+
 def _linear(mk, n, name, args, kwargs):
     x = args[0]
-    out = mk.call(n, args, kwargs)
-    mask = _full(mk.mask(x), x).any(-1, keepdim=True)
-    if mk.mask(args[1]) is not None or (len(args) > 2 and mk.mask(args[2]) is not None):
+    bias = _arg(args, kwargs, 2, "bias")
+    if mk.mask(args[1]) is not None or mk.mask(bias) is not None:
         raise Unsupported("linear with a padded weight")
-    out = mk.sanitize(out, mask)
-    mk.set_mask(out, mask)
-    return out
+    out = mk.call(n, args, kwargs)
+    return mk.result(out, _rows(mk, x, -1), zero=mk.zeroed(x) and bias is None)
 
 
 def _matmul(mk, n, name, args, kwargs):
@@ -506,12 +644,9 @@ def _matmul(mk, n, name, args, kwargs):
     if a.dim() < 2 or b.dim() < 2:
         raise Unsupported(f"{name} of a vector")
     out = mk.call(n, args, kwargs)
-    rows = mk.full_mask(a).any(-1, keepdim=True)
-    cols = mk.full_mask(b).any(-2, keepdim=True)
-    mask = rows & cols
-    out = mk.sanitize(out, mask)
-    mk.set_mask(out, mask)
-    return out
+    rows, cols = _rows(mk, a, -1), _rows(mk, b, -2)
+    mask = cols if rows is None else rows if cols is None else rows & cols
+    return mk.result(out, mask, zero=mk.zeroed(a) and mk.zeroed(b))
 
 
 def _embedding(mk, n, name, args, kwargs):
@@ -519,9 +654,8 @@ def _embedding(mk, n, name, args, kwargs):
     if mk.mask(weight) is not None:
         raise Unsupported("embedding with a padded weight")
     out = mk.call(n, args, kwargs)
-    mask = mk.mask(ids).unsqueeze(-1)
-    out = mk.sanitize(out, mask)
-    mk.set_mask(out, mask)
+    mask = mk.derived(mk.mask(ids).unsqueeze(-1), mk.mask(ids))
+    out = mk.result(out, mask)
     return out
 
 
@@ -532,8 +666,17 @@ def _reduction(mk, n, name, args, kwargs):
     if isinstance(dim, torch.Tensor):  # torch.max(a, b) is elementwise
         return _elementwise(mk, n, name, args, kwargs)
     keepdim = bool(_arg(args, kwargs, 2, "keepdim", False))
-    xm = mk.full_mask(x)
     dims = _reduce_dims(x, dim)
+    small = mk.mask(x)
+    if dims and len(dims) < x.dim() and name != "std" and all(small.shape[d] == 1 for d in dims):
+        # along unpadded dims: padded rows reduce to zero when they hold zeros
+        out = mk.call(n, args, kwargs)
+        mask = small if keepdim else small.squeeze(dims)
+        zero = mk.zeroed(x) and name != "logsumexp"
+        if isinstance(out, tuple):
+            return type(out)([mk.result(out[0], mask, zero), mk.result(out[1], mask)])
+        return mk.result(out, mk.derived(mask, small), zero)
+    xm = mk.full_mask(x)
     if name in ("mean", "nanmean", "var", "std"):
         dtype = kwargs.get("dtype") or (x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else None)
         if dtype is None:
@@ -572,17 +715,17 @@ def _reduction(mk, n, name, args, kwargs):
     if len(dims) == x.dim():
         return out
     if isinstance(out, tuple):
-        fixed = type(out)([mk.sanitize(v, mask) for v in values])
-        for v in fixed:
-            mk.set_mask(v, mask)
-        return fixed
-    out = mk.sanitize(out, mask)
-    mk.set_mask(out, mask)
+        return type(out)([mk.result(v, mask) for v in values])
+    out = mk.result(out, mask)
     return out
 
 
 def _along_dim(mk, n, name, args, kwargs, fill):
+    """The op along dim (args[1]) with padding filled with `fill`; along an unpadded dim, the op itself."""
     x = args[0]
+    dim = _arg(args, kwargs, 1, "dim")
+    if isinstance(dim, int) and mk.mask(x).shape[dim] == 1:
+        return mk.mask(x), mk.call(n, args, kwargs)
     xm = mk.full_mask(x)
     xf = torch.where(xm, x, torch.full((), fill, dtype=x.dtype, device=x.device)) if fill is not None else x
     return xm, mk.call(n, [xf] + list(args[1:]), kwargs)
@@ -592,8 +735,7 @@ def _softmax(mk, n, name, args, kwargs):
     x = args[0]
     fill = torch.finfo(x.dtype).min if x.dtype.is_floating_point else None
     xm, out = _along_dim(mk, n, name, args, kwargs, fill)
-    out = mk.sanitize(out, xm)
-    mk.set_mask(out, xm)
+    out = mk.result(out, xm)
     return out
 
 
@@ -603,9 +745,7 @@ def _scan(mk, n, name, args, kwargs):
             "cummax": _neutral(x.dtype, False), "cummin": _neutral(x.dtype, True)}[name]
     xm, out = _along_dim(mk, n, name, args, kwargs, fill)
     values = list(out) if isinstance(out, tuple) else [out]
-    fixed = [mk.sanitize(v, xm) for v in values]
-    for v in fixed:
-        mk.set_mask(v, xm)
+    fixed = [mk.result(v, xm) for v in values]
     return type(out)(fixed) if isinstance(out, tuple) else fixed[0]
 
 
@@ -628,9 +768,7 @@ def _sort(mk, n, name, args, kwargs):
     indices = out if name == "argsort" else out[1]
     mask = xm.gather(dim, indices)
     values = [out] if name == "argsort" else list(out)
-    fixed = [mk.sanitize(v, mask) for v in values]
-    for v in fixed:
-        mk.set_mask(v, mask)
+    fixed = [mk.result(v, mask) for v in values]
     return fixed[0] if name == "argsort" else type(out)(fixed)
 
 
@@ -645,8 +783,7 @@ def _diff(mk, n, name, args, kwargs):
     out = mk.call(n, args, kwargs)
     size = m.shape[dim]
     mask = m.narrow(dim, 1, size - 1) & m.narrow(dim, 0, size - 1)
-    out = mk.sanitize(out, mask)
-    mk.set_mask(out, mask)
+    out = mk.result(out, mask)
     return out
 
 
@@ -657,7 +794,7 @@ def _pad_rule(mk, n, name, args, kwargs):
     out = mk.call(n, args, kwargs)
     pad = _arg(args, kwargs, 1, "pad")
     mask = torch.nn.functional.pad(mk.full_mask(args[0]), pad, value=True)
-    mk.set_mask(out, mask)
+    mk.set_mask(out, mask, mk.zeroed(args[0]))
     return out
 
 
@@ -668,6 +805,8 @@ def _layer_norm(mk, n, name, args, kwargs):
     if any(mk.mask(t) is not None for t in (weight, bias) if t is not None):
         raise Unsupported("layer_norm with a padded weight")
     dims = list(range(x.dim() - len(shape), x.dim()))
+    if all(mk.mask(x).shape[d] == 1 for d in dims):  # normalized dims unpadded: the op itself
+        return mk.result(mk.call(n, args, kwargs), mk.mask(x))
     xm = mk.full_mask(x)
     count = xm.sum(dims, keepdim=True).clamp_min(1).to(x.dtype)
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
@@ -679,8 +818,7 @@ def _layer_norm(mk, n, name, args, kwargs):
         out = out * weight
     if bias is not None:
         out = out + bias
-    out = mk.sanitize(out, xm)
-    mk.set_mask(out, xm)
+    out = mk.result(out, xm)
     return out
 
 
@@ -689,13 +827,16 @@ def _sdpa(mk, n, name, args, kwargs):
     call = dict(zip(names, args))
     call.update(kwargs)
     q, k = call["query"], call["key"]
-    qvalid = mk.full_mask(q).any(-1, keepdim=True)
-    kvalid = mk.full_mask(k).any(-1).unsqueeze(-2)
-    if kvalid.shape[-3] != qvalid.shape[-3]:
+    L, S = q.shape[-2], k.shape[-2]
+    qvalid = _rows(mk, q, -1)
+    if qvalid is None:
+        qvalid = torch.ones(L, 1, dtype=torch.bool, device=q.device)
+    kvalid = _rows(mk, k, -1)
+    kvalid = torch.ones(1, S, dtype=torch.bool, device=q.device) if kvalid is None else kvalid.transpose(-1, -2)
+    if kvalid.dim() > 2 and 1 != kvalid.shape[-3] != q.shape[-3]:  # grouped-query attention: fewer kv heads
         kvalid = kvalid.any(-3, keepdim=True)
     allowed = kvalid
     if call.get("is_causal"):
-        L, S = q.shape[-2], k.shape[-2]
         allowed = allowed & torch.ones(L, S, dtype=torch.bool, device=q.device).tril()
         call["is_causal"] = False
     am = call.get("attn_mask")
@@ -705,8 +846,7 @@ def _sdpa(mk, n, name, args, kwargs):
     else:
         call["attn_mask"] = torch.where(allowed, am, torch.full((), -math.inf, dtype=am.dtype, device=am.device))
     out = torch.nn.functional.scaled_dot_product_attention(**call)
-    out = mk.sanitize(out, qvalid)
-    mk.set_mask(out, qvalid)
+    out = mk.result(out, qvalid)
     return out
 
 
@@ -724,8 +864,7 @@ def _cross_entropy(mk, n, name, args, kwargs):
     call["target"] = torch.where(tm, target, torch.full((), ignore, dtype=target.dtype, device=target.device))
     out = getattr(torch.nn.functional, name)(**call)
     if call.get("reduction", "mean") == "none":
-        out = mk.sanitize(out, tm)
-        mk.set_mask(out, tm)
+        out = mk.result(out, tm)
     return out
 
 
@@ -756,8 +895,7 @@ def _gather(mk, n, name, args, kwargs):
         mask = xm.gather(dim, i)
     else:
         mask = xm.index_select(dim, i)
-    out = mk.sanitize(out, mask)
-    mk.set_mask(out, mask)
+    out = mk.result(out, mask)
     return out
 
 
