@@ -16,9 +16,19 @@ so ranks that disagree raise naming each other instead of hanging; see `_check_s
 Devices: the CPU plugin gives each process one device, tpu:0, whatever LOCAL_RANK is.
 `local_device()` maps LOCAL_RANK onto the devices this process has; alternatively set
 TORCH_TPU_NUM_DEVICES to the local world size so that tpu:<LOCAL_RANK> exists in every process.
+
+Distributed PJRT client (CUDA plugin, libtpu; never the CPU plugin): when a group of two or more
+ranks is created before the runtime has started, the runtime starts there with a *distributed*
+client: node_id = rank, num_nodes = world size (CUDA also: visible_devices = [LOCAL_RANK], one GPU per
+process), and the plugin's key-value get/try_get/put callbacks backed by the group's c10d Store
+(keys under "tpu_dist/pjrt/"), so every process's client sees the global topology. Collectives
+still go through host staging and Gloo; see `_request_distributed_client`.
 """
+import datetime
 import hashlib
 import os
+import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -44,7 +54,15 @@ def _op(opts):
 
 
 def local_device():
-    """torch.device("tpu", LOCAL_RANK) folded onto this process's devices (tpu:0 with one device)."""
+    """torch.device("tpu", LOCAL_RANK) folded onto this process's devices (tpu:0 with one device).
+
+    On CUDA under torchrun, before the runtime starts: tpu:0 without starting it, since the
+    distributed client that init_process_group will create shows this process one GPU."""
+    from torch_tpu import _C
+    world = os.environ.get("WORLD_SIZE", "1").strip()
+    if (not _C.initialized() and os.environ.get("LOCAL_RANK", "").strip().isdigit()
+            and world.isdigit() and int(world) > 1 and _platform() == "cuda"):
+        return torch.device("tpu", 0)
     return torch.device("tpu", int(os.environ.get("LOCAL_RANK", "0")) % max(torch.tpu.device_count(), 1))
 
 
@@ -365,7 +383,128 @@ class ProcessGroupTPU(dist.ProcessGroup):
         self._gloo.abort()
 
 
+# ---- the distributed PJRT client (CUDA, TPU)
+
+_PJRT_KEY_PREFIX = "tpu_dist/pjrt"  # PrefixStore adds the "/"
+_client_requested = False  # once per process: the first group of 2+ ranks (the world) decides
+
+
+def _platform():
+    """The platform the runtime runs on or will start on, without starting it (None: no plugin)."""
+    from torch_tpu import _C, _plugin
+    if _C.initialized():
+        return _C.platform()
+    try:
+        return _plugin.discover()[0]
+    except Exception:  # noqa: BLE001 - the runtime's own start raises it, naming what to install
+        return None
+
+
+def _local_gpu_count():
+    """GPUs this process may use: CUDA_VISIBLE_DEVICES' entries, else the /dev/nvidiaN nodes."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() != "":
+        return len([v for v in visible.split(",") if v.strip() != ""])
+    import glob
+    return len(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def client_options(platform, rank, size, local_rank=None, local_gpus=None):
+    """PJRT create options of rank `rank`'s distributed client, or None where the client stays as it
+    is (the CPU plugin: host staging through Gloo, no cross-process client).
+
+    CUDA (the options jax's CUDA plugin gets from jax.distributed): node_id, num_nodes, and with
+    LOCAL_RANK (torchrun) visible_devices = [LOCAL_RANK % local GPUs], one GPU per process, tpu:0 in
+    each. libtpu: no options, only the key-value store (it reads its topology from its environment).
+    """
+    if platform == "cuda":
+        options = {"node_id": int(rank), "num_nodes": int(size)}
+        if local_rank is None:
+            raw = os.environ.get("LOCAL_RANK", "").strip()
+            local_rank = int(raw) if raw.isdigit() else None
+        if local_gpus is None:
+            local_gpus = _local_gpu_count()
+        if local_rank is not None and local_gpus > 0:
+            options["visible_devices"] = [local_rank % local_gpus]
+        return options
+    if platform == "tpu":
+        return {}
+    return None
+
+
+def _store_callbacks(store, poll_s=0.001, max_poll_s=0.05):
+    """get(key, timeout_ms), put(key, value), try_get(key) over a c10d Store, as the runtime's
+    distributed client calls them (from plugin threads, with the GIL).
+
+    get polls `check` instead of calling `wait` with a timeout: a timed-out wait leaves a TCPStore
+    client's connection out of step (its next reply is the late one). A negative timeout means the
+    store's own timeout. Missing keys give None; the runtime turns that into DEADLINE_EXCEEDED (get)
+    or NOT_FOUND (try_get) for the plugin.
+    """
+    def try_get(key):
+        return store.get(key) if store.check([key]) else None
+
+    def get(key, timeout_ms):
+        if timeout_ms < 0:
+            timeout_ms = int(store.timeout / datetime.timedelta(milliseconds=1))
+        deadline = time.monotonic() + timeout_ms / 1000
+        delay = poll_s
+        while True:
+            value = try_get(key)
+            if value is not None:
+                return value
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, max_poll_s)
+
+    def put(key, value):
+        store.set(key, value)
+
+    return get, put, try_get
+
+
+def _request_distributed_client(store, rank, size):
+    """On CUDA/TPU, starts the runtime with a distributed client for this group (the first of 2+
+    ranks in this process): every rank creates its group here, so the clients' topology exchange
+    (which waits for all num_nodes processes) happens now, not at some rank's first tpu tensor.
+    The CPU plugin: nothing (it has no cross-process client; collectives are staged through Gloo)."""
+    global _client_requested
+    if _client_requested or size < 2:
+        return
+    platform = _platform()
+    options = client_options(platform, rank, size)
+    if options is None:
+        return
+    _client_requested = True
+    from torch_tpu import _C, runtime
+    if _C.initialized():
+        if _C.distributed_client() is not None:
+            return
+        if not _runtime_is_pristine():
+            warnings.warn(f"tpu_dist: the tpu runtime ({platform}) was in use before the process group, so its "
+                          "PJRT client is not a distributed client (collectives are staged through Gloo "
+                          "either way); create the process group before the first tpu tensor", RuntimeWarning)
+            return
+        # Started only to be asked about devices (c10d's device_id check and accelerator lookup run
+        # before the group exists): no buffer or executable lives yet, so start it again, distributed.
+        _C.shutdown()
+    get, put, try_get = _store_callbacks(dist.PrefixStore(_PJRT_KEY_PREFIX, store))
+    _C.configure_distributed_client(options, get, put, try_get)
+    runtime.ensure_initialized()
+
+
+def _runtime_is_pristine():
+    """True while the running runtime holds no device buffer and no compiled program."""
+    from torch_tpu import _C
+    if _C.cache_info()["memory_entries"]:
+        return False
+    return all(_C.device_memory(i)["buffers"] == 0 for i in range(len(_C.devices())))
+
+
 def _create(store, rank, size, timeout):
+    _request_distributed_client(store, rank, size)
     return ProcessGroupTPU(store, rank, size, timeout)
 
 

@@ -82,8 +82,9 @@ struct NamedValue {
   NamedValueType type;
   union { const char* string_value; int64_t int64_value; const int64_t* int64_array_value;
           float float_value; bool bool_value; };
-  size_t value_size;
+  size_t value_size;  // elements of a list or string; 1 for a scalar
 };
+static_assert(sizeof(NamedValue) == 56 && offsetof(NamedValue, value_size) == 48);
 
 struct Error_Destroy_Args { Header h; Error* error; };
 struct Error_Message_Args { Header h; const Error* error; const char* message; size_t message_size; };
@@ -98,15 +99,57 @@ struct Event_Await_Args { Header h; Event* event; };
 using OnReadyCallback = void (*)(Error* error, void* user_arg);
 struct Event_OnReady_Args { Header h; Event* event; OnReadyCallback callback; void* user_arg; };
 
+// ---- The key-value store of a distributed client (PJRT_KeyValue*Callback)
+// A multi-process client (CUDA, TPU) exchanges its topology and collective ids through callbacks the
+// caller passes to Client_Create. The plugin fills these argument structs itself and does NOT set
+// `h.struct_size`: a callback must not read it. A failing callback returns an error made with
+// `(*callback_error)(code, message, size)` (the plugin owns and frees it). A value returned by a get
+// callback is the caller's allocation; the plugin copies it and then frees it with `value_deleter`.
+using CallbackError = Error* (*)(ErrorCode code, const char* message, size_t message_size);
+using KeyValueValueDeleter = void (*)(char* value);
+
+struct KeyValueGetCallback_Args {  // blocking get: wait up to timeout_in_ms for the key
+  Header h;
+  const char* key; size_t key_size;
+  int timeout_in_ms;
+  CallbackError* callback_error;
+  void* user_arg;
+  char* value; size_t value_size;        // out
+  KeyValueValueDeleter value_deleter;    // out
+};
+struct KeyValueTryGetCallback_Args {  // non-blocking get: NOT_FOUND at once when missing
+  Header h;
+  const char* key; size_t key_size;
+  CallbackError* callback_error;
+  void* user_arg;
+  char* value; size_t value_size;        // out
+  KeyValueValueDeleter value_deleter;    // out
+};
+struct KeyValuePutCallback_Args {
+  Header h;
+  const char* key; size_t key_size;
+  const char* value; size_t value_size;  // alive only during the call
+  CallbackError* callback_error;
+  void* user_arg;
+};
+using KeyValueGetCallback = Error* (*)(KeyValueGetCallback_Args* args);
+using KeyValueTryGetCallback = Error* (*)(KeyValueTryGetCallback_Args* args);
+using KeyValuePutCallback = Error* (*)(KeyValuePutCallback_Args* args);
+// The published sizes (LP64): the layout is the ABI.
+static_assert(sizeof(KeyValueGetCallback_Args) == 80 && offsetof(KeyValueGetCallback_Args, callback_error) == 40);
+static_assert(sizeof(KeyValueTryGetCallback_Args) == 72 && offsetof(KeyValueTryGetCallback_Args, user_arg) == 40);
+static_assert(sizeof(KeyValuePutCallback_Args) == 64 && offsetof(KeyValuePutCallback_Args, callback_error) == 48);
+
 struct Client_Create_Args {
   Header h;
   const NamedValue* create_options;
   size_t num_options;
-  void* kv_get_callback; void* kv_get_user_arg;
-  void* kv_put_callback; void* kv_put_user_arg;
+  KeyValueGetCallback kv_get_callback; void* kv_get_user_arg;
+  KeyValuePutCallback kv_put_callback; void* kv_put_user_arg;
   Client* client;  // out
-  void* kv_try_get_callback; void* kv_try_get_user_arg;
+  KeyValueTryGetCallback kv_try_get_callback; void* kv_try_get_user_arg;  // later than `client`
 };
+static_assert(offsetof(Client_Create_Args, client) == 64 && sizeof(Client_Create_Args) == 88);
 struct Client_Destroy_Args { Header h; Client* client; };
 struct Client_String_Args { Header h; Client* client; const char* str; size_t size; };  // PlatformName/Version
 struct Client_AddressableDevices_Args { Header h; Client* client; Device* const* devices; size_t num_devices; };

@@ -311,28 +311,52 @@ std::vector<Buffer> Executable::execute(const std::vector<const Buffer*>& args, 
 
 // ---- Client
 
-Client::Client(const Plugin& plugin, const std::vector<Option>& options) {
+std::vector<abi::NamedValue> Client::encode_options(const std::vector<Option>& options) {
   std::vector<abi::NamedValue> values(options.size());
   for (size_t i = 0; i < options.size(); ++i) {
     const Option& o = options[i];
     abi::NamedValue& v = values[i];
     v.h.struct_size = sizeof(v);
+    v.h.extension_start = nullptr;
     v.name = o.name.c_str();
     v.name_size = o.name.size();
     v.value_size = 1;
-    if (o.kind == Option::Int) { v.type = abi::NamedValueType::Int64; v.int64_value = o.i; }
-    if (o.kind == Option::Bool) { v.type = abi::NamedValueType::Bool; v.bool_value = o.b; }
-    if (o.kind == Option::String) {
-      v.type = abi::NamedValueType::String;
-      v.string_value = o.s.c_str();
-      v.value_size = o.s.size();
+    switch (o.kind) {
+      case Option::Int: v.type = abi::NamedValueType::Int64; v.int64_value = o.i; break;
+      case Option::Bool: v.type = abi::NamedValueType::Bool; v.bool_value = o.b; break;
+      case Option::Float: v.type = abi::NamedValueType::Float; v.float_value = o.f; break;
+      case Option::String:
+        v.type = abi::NamedValueType::String;
+        v.string_value = o.s.c_str();
+        v.value_size = o.s.size();
+        break;
+      case Option::Int64List:
+        v.type = abi::NamedValueType::Int64List;
+        v.int64_array_value = o.list.data();
+        v.value_size = o.list.size();
+        break;
     }
   }
+  return values;
+}
+
+Client::Client(const Plugin& plugin, const std::vector<Option>& options, KeyValueStoreRef kv_store) {
+  std::vector<abi::NamedValue> values = encode_options(options);
   abi::Client_Create_Args a{};
   a.create_options = values.data();
   a.num_options = values.size();
+  if (kv_store) {
+    a.kv_get_callback = &kv::get_callback;
+    a.kv_get_user_arg = kv_store.get();
+    a.kv_put_callback = &kv::put_callback;
+    a.kv_put_user_arg = kv_store.get();
+    if (kv_store->try_get) {
+      a.kv_try_get_callback = &kv::try_get_callback;
+      a.kv_try_get_user_arg = kv_store.get();
+    }
+  }
   plugin.call(Fn::Client_Create, a);
-  state_.reset(new ClientState{&plugin, a.client, {}, nullptr});
+  state_.reset(new ClientState{&plugin, a.client, {}, nullptr, std::move(kv_store)});
 
   abi::Client_AddressableDevices_Args d{};
   d.client = a.client;

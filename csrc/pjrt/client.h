@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "pjrt/kv_store.h"
 #include "pjrt/plugin.h"
 
 namespace tpu::pjrt {
@@ -32,6 +33,7 @@ struct ClientState {
   abi::Client* client;
   std::vector<abi::Device*> devices;              // addressable devices, in index order
   std::unique_ptr<BufferCounters[]> counters;     // one per entry of `devices`
+  KeyValueStoreRef kv_store;                      // a distributed client's store; outlives the client
   int device_index(abi::Device* device) const;    // -1 when not addressable
   ~ClientState();
 };
@@ -126,14 +128,24 @@ class Executable {
 
 class Client {
  public:
+  // A create option (PJRT_NamedValue): cpu_device_count, preallocate, node_id, num_nodes,
+  // visible_devices (a list), memory_fraction (a float), allocator (a string), ...
   struct Option {
     std::string name;
-    enum { Int, Bool, String } kind;
+    enum { Int, Bool, String, Int64List, Float } kind;
     int64_t i = 0;
     bool b = false;
     std::string s;
+    std::vector<int64_t> list;
+    float f = 0;
   };
-  Client(const Plugin& plugin, const std::vector<Option>& options);
+  // The NamedValue array PJRT_Client_Create reads; it points into `options`, which must outlive it.
+  static std::vector<abi::NamedValue> encode_options(const std::vector<Option>& options);
+
+  // With `kv_store`, the client is created as a distributed client: the plugin gets the store's get,
+  // try_get and put callbacks (node_id and num_nodes travel as options), and the client keeps the
+  // store until after PJRT_Client_Destroy.
+  Client(const Plugin& plugin, const std::vector<Option>& options, KeyValueStoreRef kv_store = nullptr);
 
   const Plugin& plugin() const { return *state_->plugin; }
   std::string platform_name() const;

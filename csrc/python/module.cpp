@@ -3,6 +3,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "runtime/metrics.h"
 #include "runtime/runtime.h"
 
@@ -50,6 +53,113 @@ py::bytes to_host(const pjrt::Buffer& b) {
   return py::bytes(out);
 }
 
+// A PJRT create option from a Python value: bool, int, float, a list/tuple of ints, else its str().
+pjrt::Client::Option client_option(const std::string& name, py::handle v) {
+  pjrt::Client::Option o;
+  o.name = name;
+  if (py::isinstance<py::bool_>(v)) { o.kind = pjrt::Client::Option::Bool; o.b = v.cast<bool>(); }
+  else if (py::isinstance<py::int_>(v)) { o.kind = pjrt::Client::Option::Int; o.i = v.cast<int64_t>(); }
+  else if (py::isinstance<py::float_>(v)) { o.kind = pjrt::Client::Option::Float; o.f = v.cast<float>(); }
+  else if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+    o.kind = pjrt::Client::Option::Int64List;
+    o.list = v.cast<std::vector<int64_t>>();
+  } else { o.kind = pjrt::Client::Option::String; o.s = py::str(v); }
+  return o;
+}
+
+std::vector<pjrt::Client::Option> client_options(const py::dict& options) {
+  std::vector<pjrt::Client::Option> out;
+  for (auto [k, v] : options) out.push_back(client_option(py::str(k), v));
+  return out;
+}
+
+// ---- The distributed client's key-value store, backed by Python callables
+// get(key: str, timeout_ms: int) -> bytes | None (None: not set in time), try_get(key: str) -> bytes |
+// None, put(key: str, value: bytes). The plugin calls them from its own threads: every call takes the
+// GIL. A Python exception becomes pjrt::Error: TimeoutError -> DEADLINE_EXCEEDED, KeyError ->
+// NOT_FOUND, anything else UNKNOWN, with the exception's text.
+struct PyCallables {
+  py::object get, put, try_get;
+  ~PyCallables() {
+    if (!Py_IsInitialized()) {  // after interpreter teardown: leak rather than touch Python
+      get.release(); put.release(); try_get.release();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    get = py::object(); put = py::object(); try_get = py::object();
+  }
+};
+
+[[noreturn]] void rethrow_python(py::error_already_set& e, const char* what, const std::string& key) {
+  pjrt::abi::ErrorCode code = e.matches(PyExc_TimeoutError) ? pjrt::abi::ErrorCode::DEADLINE_EXCEEDED
+                            : e.matches(PyExc_KeyError)     ? pjrt::abi::ErrorCode::NOT_FOUND
+                                                            : pjrt::abi::ErrorCode::UNKNOWN;
+  // The exception's type and text, without e.what()'s traceback.
+  std::string text = py::str(e.type().attr("__name__")).cast<std::string>() + ": " +
+                     py::str(e.value()).cast<std::string>();
+  throw pjrt::Error(code, std::string("torch_tpu key-value store: ") + what + " '" + key + "': " + text);
+}
+
+std::optional<std::string> optional_bytes(py::handle r) {
+  if (r.is_none()) return std::nullopt;
+  return r.cast<std::string>();  // bytes (or str)
+}
+
+pjrt::KeyValueStoreRef python_store(py::object get, py::object put, py::object try_get) {
+  if (get.is_none() || put.is_none()) throw py::value_error("a key-value store needs get and put callables");
+  auto fns = std::make_shared<PyCallables>();
+  fns->get = std::move(get);
+  fns->put = std::move(put);
+  fns->try_get = std::move(try_get);
+  auto store = std::make_shared<pjrt::KeyValueStore>();
+  store->get = [fns](const std::string& key, int timeout_ms) {
+    py::gil_scoped_acquire gil;
+    try { return optional_bytes(fns->get(key, timeout_ms)); }
+    catch (py::error_already_set& e) { rethrow_python(e, "get", key); }
+  };
+  if (!fns->try_get.is_none())
+    store->try_get = [fns](const std::string& key) {
+      py::gil_scoped_acquire gil;
+      try { return optional_bytes(fns->try_get(key)); }
+      catch (py::error_already_set& e) { rethrow_python(e, "try_get", key); }
+    };
+  store->put = [fns](const std::string& key, const std::string& value) {
+    py::gil_scoped_acquire gil;
+    try { fns->put(key, py::bytes(value)); }
+    catch (py::error_already_set& e) { rethrow_python(e, "put", key); }
+  };
+  return store;
+}
+
+// What configure_distributed_client asked for, applied when the runtime starts (never freed: the
+// plugin may call the store until the process ends).
+struct DistributedClient {
+  std::vector<pjrt::Client::Option> options;
+  pjrt::KeyValueStoreRef store;
+};
+std::optional<DistributedClient>& distributed_client() {
+  static auto* d = new std::optional<DistributedClient>();
+  return *d;
+}
+
+py::object option_value(const pjrt::abi::NamedValue& v) {
+  using T = pjrt::abi::NamedValueType;
+  switch (v.type) {
+    case T::String: return py::str(std::string(v.string_value, v.value_size));
+    case T::Int64: return py::int_(v.int64_value);
+    case T::Int64List: return py::cast(std::vector<int64_t>(v.int64_array_value, v.int64_array_value + v.value_size));
+    case T::Float: return py::float_(v.float_value);
+    case T::Bool: return py::bool_(v.bool_value);
+  }
+  return py::none();
+}
+
+py::dict options_dict(const std::vector<pjrt::Client::Option>& options) {
+  py::dict d;
+  for (const auto& v : pjrt::Client::encode_options(options)) d[py::str(std::string(v.name, v.name_size))] = option_value(v);
+  return d;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -64,21 +174,80 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("init", [](const std::string& path, const std::string& platform, const py::dict& options,
                    const std::string& cache_dir) {
-    RuntimeConfig c{path, platform, {}, cache_dir, nullptr};
-    for (auto [k, v] : options) {
-      pjrt::Client::Option o;
-      o.name = py::str(k);
-      if (py::isinstance<py::bool_>(v)) { o.kind = pjrt::Client::Option::Bool; o.b = v.cast<bool>(); }
-      else if (py::isinstance<py::int_>(v)) { o.kind = pjrt::Client::Option::Int; o.i = v.cast<int64_t>(); }
-      else { o.kind = pjrt::Client::Option::String; o.s = py::str(v); }
-      c.client_options.push_back(o);
+    RuntimeConfig c{path, platform, client_options(options), cache_dir, nullptr, nullptr};
+    if (const auto& d = distributed_client()) {  // its options win over the platform's defaults
+      for (const auto& o : d->options) {
+        auto same = [&](const pjrt::Client::Option& x) { return x.name == o.name; };
+        c.client_options.erase(std::remove_if(c.client_options.begin(), c.client_options.end(), same),
+                               c.client_options.end());
+        c.client_options.push_back(o);
+      }
+      c.kv_store = d->store;
     }
     c.warn = [](const std::string& msg) {
       py::gil_scoped_acquire gil;
       PyErr_WarnEx(PyExc_RuntimeWarning, msg.c_str(), 2);
     };
+    // Without the GIL: a distributed client calls the Python key-value store from plugin threads
+    // while PJRT_Client_Create waits for the other processes.
+    py::gil_scoped_release release;
     Runtime::init(c);
   });
+  // Asks for a distributed PJRT client (CUDA, TPU): `options` (node_id, num_nodes, visible_devices,
+  // ...) join the platform's create options and get/put/try_get back the key-value callbacks. Only
+  // before the runtime starts; torch_tpu/distributed.py calls it from init_process_group.
+  m.def("configure_distributed_client", [](const py::dict& options, py::object get, py::object put,
+                                           py::object try_get) {
+    if (Runtime::initialized())
+      throw pjrt::Error(pjrt::abi::ErrorCode::FAILED_PRECONDITION,
+                        "the tpu runtime has already started with a non-distributed client; create the "
+                        "process group before the first use of a tpu tensor");
+    distributed_client() = DistributedClient{client_options(options), python_store(get, put, try_get)};
+  }, py::arg("options"), py::arg("get"), py::arg("put"), py::arg("try_get") = py::none());
+  m.def("clear_distributed_client", [] {
+    if (Runtime::initialized())
+      throw pjrt::Error(pjrt::abi::ErrorCode::FAILED_PRECONDITION, "the tpu runtime has already started");
+    distributed_client().reset();
+  });
+  // None, or {"options": ..., "try_get": bool, "active": whether the running client was made with it}.
+  m.def("distributed_client", []() -> py::object {
+    const auto& d = distributed_client();
+    if (!d) return py::none();
+    py::dict r;
+    r["options"] = options_dict(d->options);
+    r["try_get"] = static_cast<bool>(d->store->try_get);
+    r["active"] = Runtime::initialized() && Runtime::get().config().kv_store == d->store;
+    return r;
+  });
+  // Test hooks (no plugin needed): the NamedValue array a dict of options encodes to, as
+  // (name, type, value, value_size) rows; and one key-value callback called as a plugin calls it.
+  m.def("_encode_client_options", [](const py::dict& options) {
+    std::vector<pjrt::Client::Option> opts = client_options(options);
+    static const char* types[] = {"string", "int64", "int64_list", "float", "bool"};
+    py::list rows;
+    for (const auto& v : pjrt::Client::encode_options(opts)) {
+      if (v.h.struct_size != sizeof(pjrt::abi::NamedValue)) throw std::logic_error("bad NamedValue struct_size");
+      rows.append(py::make_tuple(std::string(v.name, v.name_size), types[static_cast<int>(v.type)],
+                                 option_value(v), v.value_size));
+    }
+    return rows;
+  });
+  m.def("_kv_call", [](py::object get, py::object put, py::object try_get, const std::string& op,
+                       const std::string& key, const py::bytes& value, int timeout_ms) -> py::object {
+    pjrt::KeyValueStoreRef store = python_store(get, put, try_get);
+    if (op != "get" && op != "try_get" && op != "put") throw py::value_error("op must be get, try_get or put");
+    std::string v = value, out;
+    {
+      py::gil_scoped_release release;  // as on a plugin thread: the callables take the GIL back
+      if (op == "get") out = pjrt::kv::plugin_get(*store, key, timeout_ms);
+      else if (op == "try_get") out = pjrt::kv::plugin_try_get(*store, key);
+      else pjrt::kv::plugin_put(*store, key, v);
+    }
+    if (op == "put") return py::none();
+    return py::bytes(out);
+  }, py::arg("get"), py::arg("put"), py::arg("try_get"), py::arg("op"), py::arg("key"),
+     py::arg("value") = py::bytes(), py::arg("timeout_ms") = 0);
+  m.def("_kv_values_outstanding", &pjrt::kv::values_outstanding);
   m.def("initialized", &Runtime::initialized);
   m.def("shutdown", [] { py::gil_scoped_release r; Runtime::shutdown(); });
   m.def("platform", [] { return Runtime::get().config().platform; });

@@ -47,7 +47,7 @@ std::pair<int64_t, int64_t> host_memory() {
 
 Runtime::Runtime(const RuntimeConfig& config)
     : config_(config),
-      client_(pjrt::Plugin::load(config.plugin_path), config.client_options),
+      client_(pjrt::Plugin::load(config.plugin_path), config.client_options, config.kv_store),
       cache_(client_, config.cache_dir, fingerprint(client_),
              config.warn ? config.warn : [](const std::string& m) { std::cerr << m << "\n"; }) {}
 

@@ -16,6 +16,9 @@ struct RuntimeConfig {
   std::vector<pjrt::Client::Option> client_options;
   std::string cache_dir;  // empty: no disk tier
   WarnFn warn;
+  // Set: the client is a distributed client (one process of several), its key-value callbacks
+  // backed by this store (torch_tpu/distributed.py: the process group's c10d Store).
+  pjrt::KeyValueStoreRef kv_store;
 };
 
 // One device's memory: the buffers torch_tpu holds (counted by pjrt::Buffer), what the plugin says,
