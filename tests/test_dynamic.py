@@ -51,7 +51,8 @@ def along_dim_ops(x, w, target, index):
     loss = (h.sum(1).sum() + h.mean(1).sum() + h.var(1).sum() + h.std(1, correction=0).sum()
             + h.softmax(1).pow(2).sum() + h.log_softmax(1).sum() / 100 + F.layer_norm(h, (d,)).pow(2).sum()
             + h.cumsum(1).sum() / 10 + attn.sum() + causal.pow(2).sum() + values[:, 0].sum() + top.sum()
-            + ce + ce_sum / 10 + picked.sum() + h.amax(1).sum() + h.logsumexp(1).sum())
+            + ce + ce_sum / 10 + picked.sum() + h.amax(1).sum() + h.logsumexp(1).sum()
+            + h.flip(1).cumsum(1)[:, -1].sum())
     return loss, h.argmax(1), order, causal.transpose(1, 2).reshape(b, s, d), h.size(1) * 2
 
 
@@ -83,6 +84,31 @@ def test_reductions_softmax_norms_sort_attention_and_losses_along_a_dynamic_dim(
             wt.grad = None
     # buckets 2, 4, 8, 16: a forward and a backward program each
     assert len(bucket_events(start)) == 8
+
+
+def contractions_and_in_place(x, w, b):
+    s = x.shape[1]
+    prefix_sums = torch.ones(s, s, device=x.device).tril() @ x  # contracts a made-up [s, s] tensor
+    prefix_sums = prefix_sums + torch.ones(s, s, device=x.device) @ torch.ones(s, 4, device=x.device)
+    y = x.clone()
+    y += x * 2
+    y.mul_(0.5)
+    projected = torch.addmm(b, y.reshape(-1, y.shape[-1]), w).view(x.shape[0], s, -1)
+    return prefix_sums.sum(1), projected.amax(1), (projected @ y.transpose(1, 2)).softmax(-1)
+
+
+def test_contractions_over_made_up_tensors_in_place_ops_and_addmm():
+    torch.manual_seed(0)
+    w, b = torch.randn(4, 4), torch.randn(4)
+    compiled = torch.compile(contractions_and_in_place, backend="tpu")
+    start = len(compiler.compile_events())
+    for s in (3, 6, 5, 8):
+        x = torch.randn(2, s, 4)
+        xt = x.to("tpu")
+        torch._dynamo.mark_dynamic(xt, 1, min=2, max=8)
+        for out, ref in zip(compiled(xt, w.to("tpu"), b.to("tpu")), contractions_and_in_place(x, w, b)):
+            close(out, ref)
+    assert len(bucket_events(start)) == 2  # buckets 4 and 8: no fallback to exact shapes
 
 
 def tiny_llama():

@@ -134,8 +134,8 @@ class Bucketed:
         self.outputs = [v for v in gm.graph.nodes if v.op == "output"][0]
 
     def __call__(self, *args):
-        if self.unsupported is None and all(isinstance(a, torch.Tensor) and a.device.type == "tpu"
-                                            for a in args if isinstance(a, torch.Tensor)):
+        devices = {a.device.type for a in args if isinstance(a, torch.Tensor)}
+        if self.unsupported is None and devices == {"tpu"}:  # (no tensor input: nothing to pad)
             sizes = {}
             for sym, (i, d) in self.where.items():
                 sizes[sym] = int(args[i] if d is None else args[i].shape[d])
@@ -228,12 +228,13 @@ def _pad(x, dims):
 
 _OPERATOR_NAMES = {"truediv": "div", "floordiv": "floor_divide", "and_": "bitwise_and", "or_": "bitwise_or",
                    "xor": "bitwise_xor", "invert": "bitwise_not", "mod": "remainder", "matmul": "matmul",
-                   "iand": "bitwise_and", "ior": "bitwise_or"}
+                   "iadd": "add_", "isub": "sub_", "imul": "mul_", "itruediv": "div_", "iand": "bitwise_and_",
+                   "ior": "bitwise_or_"}
 _ELEMENTWISE_EXTRA = {"to", "float", "double", "half", "bfloat16", "int", "long", "bool", "type_as", "contiguous",
                       "clone", "detach", "dropout", "where", "add", "sub", "mul", "div", "eq", "ne", "lt", "le",
                       "gt", "ge", "floor_divide", "remainder", "type", "ones_like", "zeros_like", "full_like",
                       "empty_like", "rand_like", "randn_like", "alias", "fill", "masked_fill", "clamp", "clip",
-                      "rsub", "true_divide"}
+                      "rsub", "true_divide", "tril", "triu"}
 _VIEWS = {"view", "reshape", "flatten", "unflatten", "permute", "transpose", "t", "unsqueeze", "squeeze", "expand",
           "expand_as", "narrow", "split", "chunk", "unbind", "movedim", "swapaxes", "repeat", "select", "flip",
           "view_as", "reshape_as", "tile", "unfold"}
@@ -366,11 +367,12 @@ class _Masker(torch.fx.Interpreter):
         return self.canonical[key]
 
     def derived(self, mask, source):
-        """`mask`, computed from `source`: the canonical tensor when both are one prefix (shared masks make
+        """`mask`, moved from `source` by an op that keeps its padded dim whole (a view, unsqueeze, a
+        reduction along other dims): the canonical tensor when `source` is one prefix (shared masks make
         equal masks identical, which spares ANDs and zeroing)."""
         origin = self.origin.get(id(source))
         dims = [d for d in range(mask.dim()) if mask.shape[d] != 1]
-        if origin is None or origin[0] is not source or len(dims) != 1:
+        if origin is None or origin[0] is not source or len(dims) != 1 or mask.shape[dims[0]] != source.numel():
             return mask
         return self.prefix(mask.dim(), dims[0], mask.shape[dims[0]], origin[1])
 
@@ -432,7 +434,7 @@ class _Masker(torch.fx.Interpreter):
             elif _is_elementwise(name):
                 rule = _elementwise
             elif name.endswith("_") and _is_elementwise(name[:-1]):
-                raise Unsupported(f"in-place {name} on a padded value")
+                rule = _inplace
             else:
                 raise Unsupported(f"{name} on a padded value")
         return rule(self, n, name, args, kwargs)
@@ -462,7 +464,7 @@ _KEEP_ZERO = {"neg", "silu", "relu", "relu6", "gelu", "tanh", "sin", "sinh", "ta
               "abs", "to", "float", "double", "half", "bfloat16", "type", "type_as", "contiguous", "clone",
               "detach", "alias", "dropout", "hardtanh", "leaky_relu", "elu", "selu", "celu", "mish", "hardswish",
               "softsign", "log1p", "expm1", "trunc", "round", "floor", "ceil", "sign", "sgn", "square",
-              "positive", "nan_to_num", "deg2rad", "rad2deg"}
+              "positive", "nan_to_num", "deg2rad", "rad2deg", "tril", "triu"}
 _PRODUCTS = {"mul", "multiply", "bitwise_and", "logical_and"}  # zero if any padded factor is
 _SUMS = {"add", "sub", "subtract", "bitwise_or", "logical_or", "maximum", "minimum"}  # zero if all terms are
 
@@ -559,7 +561,7 @@ def _structural(mk, n, name, args, kwargs):
     tensors = [t for t in _leaves(args, kwargs) if isinstance(t, torch.Tensor)]
     small = _small_mask(mk, name, args, kwargs, out) if tensors == [args[0]] else None
     if small is not None:
-        mk.set_mask(out, mk.derived(small, mk.mask(args[0])), mk.zeroed(args[0]))
+        mk.set_mask(out, small if name == "flip" else mk.derived(small, mk.mask(args[0])), mk.zeroed(args[0]))
         return out
     margs, mkwargs = _replace_tensors(mk, args, kwargs, mk.full_mask)
     if name == "view":
@@ -627,7 +629,15 @@ def _rows(mk, x, contracted):
     m = mk.mask(x)
     if m is None or m.shape[contracted] == 1:
         return m
-    return mk.derived(_full(m, x).any(contracted, keepdim=True), m)
+    return _full(m, x).any(contracted, keepdim=True)
+
+
+def _contracted(mk, x, dim):
+    """x with zeros at padded positions when it is padded along the contracted dim."""
+    m = mk.mask(x)
+    if m is None or m.shape[dim] == 1 or mk.zeroed(x):
+        return x
+    return mk.sanitize(x, m)
 
 
 def _linear(mk, n, name, args, kwargs):
@@ -635,18 +645,39 @@ def _linear(mk, n, name, args, kwargs):
     bias = _arg(args, kwargs, 2, "bias")
     if mk.mask(args[1]) is not None or mk.mask(bias) is not None:
         raise Unsupported("linear with a padded weight")
-    out = mk.call(n, args, kwargs)
+    out = mk.call(n, [_contracted(mk, x, -1)] + list(args[1:]), kwargs)
     return mk.result(out, _rows(mk, x, -1), zero=mk.zeroed(x) and bias is None)
 
 
 def _matmul(mk, n, name, args, kwargs):
-    a, b = args[0], args[1]
+    if name == "addmm":  # bias + a @ b
+        bias, a, b = args[0], args[1], args[2]
+        if mk.mask(bias) is not None or kwargs:
+            raise Unsupported("addmm with a padded bias or scaling")
+    else:
+        bias, (a, b) = None, args[:2]
     if a.dim() < 2 or b.dim() < 2:
         raise Unsupported(f"{name} of a vector")
-    out = mk.call(n, args, kwargs)
+    ac, bc = _contracted(mk, a, -1), _contracted(mk, b, -2)
+    out = mk.call(n, [bias, ac, bc] if bias is not None else [ac, bc] + list(args[2:]), kwargs)
     rows, cols = _rows(mk, a, -1), _rows(mk, b, -2)
     mask = cols if rows is None else rows if cols is None else rows & cols
-    return mk.result(out, mask, zero=mk.zeroed(a) and mk.zeroed(b))
+    return mk.result(out, mask, zero=mk.zeroed(a) and mk.zeroed(b) and bias is None)
+
+
+def _inplace(mk, n, name, args, kwargs):
+    """x.add_(y), x += y, ...: where every padded operand has x's mask (else exact shapes)."""
+    target, m = args[0], mk.mask(args[0])
+    if m is None or any(mk.mask(t) not in (None, m) for t in _leaves(args[1:], kwargs) if isinstance(t, torch.Tensor)):
+        raise Unsupported(f"in-place {name} mixing differently padded values")
+    zero = _keeps_zero(mk, name[:-1], args, kwargs)
+    out = mk.call(n, args, kwargs)
+    if not zero:  # zero it again in place: views of the target must stay zero-padded too
+        target.masked_fill_(~m, 0)
+    mk.set_mask(target, m, True)
+    if out is not target:
+        mk.set_mask(out, m, True)
+    return out
 
 
 def _embedding(mk, n, name, args, kwargs):
@@ -828,6 +859,7 @@ def _sdpa(mk, n, name, args, kwargs):
     call.update(kwargs)
     q, k = call["query"], call["key"]
     L, S = q.shape[-2], k.shape[-2]
+    call["key"], call["value"] = _contracted(mk, k, -2), _contracted(mk, call["value"], -2)
     qvalid = _rows(mk, q, -1)
     if qvalid is None:
         qvalid = torch.ones(L, 1, dtype=torch.bool, device=q.device)
@@ -900,7 +932,8 @@ def _gather(mk, n, name, args, kwargs):
 
 
 _RULES = {"cat": _cat, "concat": _cat, "concatenate": _cat, "stack": _cat, "getitem": _getitem,
-          "linear": _linear, "matmul": _matmul, "mm": _matmul, "bmm": _matmul, "embedding": _embedding,
+          "linear": _linear, "matmul": _matmul, "mm": _matmul, "bmm": _matmul, "addmm": _matmul,
+          "embedding": _embedding,
           "softmax": _softmax, "log_softmax": _softmax, "cumsum": _scan, "cumprod": _scan, "cummax": _scan,
           "cummin": _scan, "logcumsumexp": _scan, "sort": _sort, "argsort": _sort, "topk": _sort, "diff": _diff,
           "pad": _pad_rule, "layer_norm": _layer_norm, "scaled_dot_product_attention": _sdpa,
