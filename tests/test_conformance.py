@@ -557,3 +557,18 @@ def test_torchscript_indexing():
     same(lambda d: fns[0](torch.arange(100.0, device=d)).cpu())
     same(lambda d: fns[1](torch.arange(12.0, device=d).view(4, 3), torch.tensor([1, 3], device=d)).cpu())
     same(lambda d: fns[2](torch.zeros(2, 3, device=d), torch.tensor([0, 2, 2], device=d)).cpu())
+
+
+# ------------------------------------------------------------- uint8 masks in index_put: CPU's deprecation warning
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_uint8_mask_assignment_warns_like_cpu(accumulate):
+    def run(device):
+        x = torch.arange(16.0, device=device).view(4, 4)
+        m = torch.tensor([1, 0, 1, 0], dtype=torch.uint8, device=device)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            x.index_put_((m,), torch.tensor([3.0, 4.0, 5.0, 6.0], device=device), accumulate=accumulate)
+        return x.cpu(), [str(w.message).split(" (Triggered")[0] for w in caught]
+    (cpu_x, cpu_warnings), (tpu_x, tpu_warnings) = run("cpu"), run("tpu")
+    assert torch.equal(tpu_x, cpu_x)
+    assert tpu_warnings == cpu_warnings and "uint8 is now deprecated" in cpu_warnings[0]

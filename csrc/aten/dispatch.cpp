@@ -390,7 +390,13 @@ void prepare_indices(const std::string& name, torch::jit::Stack* stack, size_t n
     defined += ts.back().defined();
     masks += ts.back().defined() && (ts.back().scalar_type() == at::kBool || ts.back().scalar_type() == at::kByte);
   }
-  if (masks && (index_read || defined > 1)) ts = at::native::expandTensors(self, given, true);
+  if (masks && (index_read || defined > 1)) {
+    ts = at::native::expandTensors(self, given, true);  // (warns of uint8 masks, as CPU does)
+  } else if (masks) {
+    for (const at::Tensor& t : ts)
+      if (t.defined() && t.scalar_type() == at::kByte)
+        TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
+  }
   c10::List<std::optional<at::Tensor>> idx;
   for (const at::Tensor& t : ts)
     idx.push_back(!t.defined() ? std::nullopt : std::optional<at::Tensor>(t.device() == self.device() ? t : t.to(self.device())));
