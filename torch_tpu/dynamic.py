@@ -241,7 +241,7 @@ _VIEWS = {"view", "reshape", "flatten", "unflatten", "permute", "transpose", "t"
 _DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "unique_consecutive", "bincount", "argwhere", "item",
                    "tolist", "masked_scatter", "nonzero_static", "histc"}
 _SIZE_USERS = _VIEWS | {"new_ones", "new_zeros", "new_empty", "new_full", "zeros", "ones", "empty", "full",
-                        "arange", "getitem", "pad", "randn", "rand", "randint", "size", "tensor_split"}
+                        "arange", "getitem", "pad", "randn", "rand", "randint", "size", "tensor_split", "Size"}
 _NO_TENSOR = {"_set_grad_enabled", "_log_api_usage_once", "size", "dim", "numel", "new_ones", "new_zeros",
               "new_empty", "new_full", "new_tensor"}  # (new_*: the mask comes from the result's sizes)
 
