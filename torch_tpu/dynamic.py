@@ -429,7 +429,7 @@ class _Masker(torch.fx.Interpreter):
             return self.unmasked(n, args, kwargs, meta)
         rule = _RULES.get(name)
         if rule is None:
-            if name in _VIEWS or name == "getitem" and not any(isinstance(a, torch.Tensor) for a in _leaves(args[1:], {})):
+            if name in _VIEWS:
                 rule = _structural
             elif _is_elementwise(name):
                 rule = _elementwise
@@ -853,10 +853,14 @@ def _layer_norm(mk, n, name, args, kwargs):
     return out
 
 
+def _bound(names, args, kwargs):
+    """The call's arguments by name (for rules that call the functional op with some replaced)."""
+    return {**dict(zip(names, args)), **kwargs}
+
+
 def _sdpa(mk, n, name, args, kwargs):
-    names = ["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"]
-    call = dict(zip(names, args))
-    call.update(kwargs)
+    call = _bound(["query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa"],
+                  args, kwargs)
     q, k = call["query"], call["key"]
     L, S = q.shape[-2], k.shape[-2]
     call["key"], call["value"] = _contracted(mk, k, -2), _contracted(mk, call["value"], -2)
@@ -883,9 +887,8 @@ def _sdpa(mk, n, name, args, kwargs):
 
 
 def _cross_entropy(mk, n, name, args, kwargs):
-    names = ["input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"]
-    call = dict(zip(names, args))
-    call.update(kwargs)
+    call = _bound(["input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction",
+                   "label_smoothing"], args, kwargs)
     x, target = call["input"], call["target"]
     if target.dtype.is_floating_point:
         raise Unsupported(f"{name} with class probabilities")
