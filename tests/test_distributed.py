@@ -422,6 +422,38 @@ def sharded(rank, ws):
     for (name, p), q in zip(tp.named_parameters(), single.parameters()):
         torch.testing.assert_close(p.grad.full_tensor().cpu(), q.grad.cpu(), rtol=1e-5, atol=1e-5, msg=name)
 
+    # tensor-parallel attention: q/k/v projections column-wise (each rank its heads), output row-wise
+    x = torch.randn(2, 6, 16, generator=g).to("tpu")
+    torch.manual_seed(3)
+    single = _Attention().to("tpu")
+    single(x).square().sum().backward()
+    torch.manual_seed(3)
+    tp = parallelize_module(_Attention().to("tpu"), mesh, {"wq": ColwiseParallel(), "wk": ColwiseParallel(),
+                                                           "wv": ColwiseParallel(), "wo": RowwiseParallel()})
+    out = tp(x)
+    torch.testing.assert_close(out.cpu(), single(x).detach().cpu(), rtol=1e-5, atol=1e-5)
+    out.square().sum().backward()
+    for (name, p), q in zip(tp.named_parameters(), single.parameters()):
+        torch.testing.assert_close(p.grad.full_tensor().cpu(), q.grad.cpu(), rtol=1e-5, atol=1e-5, msg=name)
+
+    _fsdp_llama(rank, ws, mesh)
+
+
+class _Attention(torch.nn.Module):
+    """Causal self-attention whose head count follows its projections' (local) width, as tensor
+    parallel needs."""
+
+    def __init__(self, dim=16, head_dim=4):
+        super().__init__()
+        self.head_dim = head_dim
+        self.wq, self.wk, self.wv, self.wo = (torch.nn.Linear(dim, dim, bias=False) for _ in range(4))
+
+    def forward(self, x):
+        b, t, _ = x.shape
+        q, k, v = (w(x).view(b, t, -1, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.wo(out.transpose(1, 2).reshape(b, t, -1))
+
 
 def _fsdp_mlp(mesh):
     from torch.distributed.fsdp import fully_shard
@@ -448,11 +480,28 @@ def _dcp_load(ws):
 
 def _ddp_llama(rank, ws):
     """DDP of examples/tiny_llama.py's model (small config) against one process on the full batch."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    _parallel_llama(rank, ws, DDP)
+
+
+def _fsdp_llama(rank, ws, mesh):
+    """FSDP2 of the tiny Llama (each block, then the model) against one process on the full batch."""
+    from torch.distributed.fsdp import fully_shard
+
+    def shard(model):
+        for block in model.layers:
+            fully_shard(block, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
+    _parallel_llama(rank, ws, shard)
+
+
+def _parallel_llama(rank, ws, wrap):
+    """10 AdamW steps of the tiny Llama, each rank on its part of the batch, wrapped by `wrap`: the global
+    losses equal one process's on the full batch."""
     sys.path.insert(0, os.path.join(ROOT, "examples"))
     import tiny_llama
-    from torch.nn.parallel import DistributedDataParallel as DDP
-    cfg = tiny_llama.Config(dim=32, n_layers=1, n_heads=2, hidden_dim=64, seq_len=16)
-    steps, batch = 3, 4
+    cfg = tiny_llama.Config(dim=32, n_layers=2, n_heads=2, hidden_dim=64, seq_len=16)
+    steps, batch = 10, 4
     g = torch.Generator().manual_seed(2)
     tokens = torch.randint(0, cfg.vocab_size, (steps, batch, cfg.seq_len + 1), generator=g)
 
@@ -474,7 +523,7 @@ def _ddp_llama(rank, ws):
     ref = run(tiny_llama.TinyLlama(cfg), slice(None), lambda x: x) if rank == 0 else None  # compiles: once
     torch.manual_seed(0)
     part = slice(rank * batch // ws, (rank + 1) * batch // ws)
-    losses = run(tiny_llama.TinyLlama(cfg), part, lambda x: dist.all_reduce(x, op=dist.ReduceOp.AVG) or x, DDP)
+    losses = run(tiny_llama.TinyLlama(cfg), part, lambda x: dist.all_reduce(x, op=dist.ReduceOp.AVG) or x, wrap)
     if rank == 0:  # every rank holds the same global losses
         torch.testing.assert_close(losses, ref, rtol=1e-5, atol=1e-5)
 
