@@ -11,8 +11,8 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <deque>
 #include <mutex>
-#include <numeric>
 #include <set>
 #include <unordered_map>
 
@@ -26,17 +26,56 @@ namespace {
 
 std::atomic<bool> fallback_on{false};
 
-std::string aten_name(const c10::OperatorHandle& op) {
-  const auto& n = op.operator_name();
-  std::string name = n.name.substr(n.name.find("::") + 2);
-  return n.overload_name.empty() ? name : name + "." + n.overload_name;
-}
-
 bool is_write(const c10::Argument& a) { return a.alias_info() && a.alias_info()->isWrite(); }
 
 c10::TypeKind kind_of(const c10::TypePtr& t) {
   if (auto opt = t->cast<c10::OptionalType>()) return opt->getElementType()->kind();
   return t->kind();
+}
+
+bool data_dependent(const std::string& name);
+bool gathers(const std::string& name);
+bool reads_index_lists(const std::string& name);
+
+// What dispatch needs to know of an operator, worked out at its first call, so that a cached call does
+// no name building, rule lookup or string comparison.
+struct OpEntry {
+  c10::OperatorName op;
+  std::string name;       // "add.Tensor"
+  std::string qualified;  // "aten::add.Tensor"
+  const lower::Rule* rule = nullptr;
+  ArgCheck check_args = nullptr;
+  bool data_dependent = false, gathers = false, index_lists = false;
+  bool typed_params = false;  // a ScalarType or Layout parameter, or a conversion to a sparse layout
+
+  explicit OpEntry(const c10::OperatorHandle& h) : op(h.operator_name()) {
+    std::string base = op.name.substr(op.name.find("::") + 2);
+    name = op.overload_name.empty() ? base : base + "." + op.overload_name;
+    qualified = "aten::" + name;
+    rule = lower::find_for_call(name);
+    check_args = arg_check_for(name);
+    data_dependent = aten::data_dependent(name);
+    gathers = aten::gathers(name);
+    index_lists = reads_index_lists(name);
+    typed_params = base.find("to_sparse_") != std::string::npos;
+    for (const c10::Argument& p : h.schema().arguments()) {
+      c10::TypeKind k = kind_of(p.real_type());  // type() says int for ScalarType and Layout
+      typed_params |= k == c10::TypeKind::ScalarTypeType || k == c10::TypeKind::LayoutType;
+    }
+  }
+};
+
+// Entries live as long as the process; each thread keeps its own index of them (no lock per call). An
+// operator registered again at a freed one's address (a Python torch.library) gets a new entry.
+const OpEntry& entry_of(const c10::OperatorHandle& h) {
+  thread_local std::unordered_map<const void*, const OpEntry*> index;
+  const void* key = &h.schema();
+  auto it = index.find(key);
+  if (it != index.end() && it->second->op == h.operator_name()) return *it->second;
+  static std::mutex mu;
+  static std::deque<OpEntry> entries;
+  std::lock_guard<std::mutex> lock(mu);
+  return *(index[key] = &entries.emplace_back(h));
 }
 
 c10::TypePtr unwrap(const c10::TypePtr& t) {
@@ -56,7 +95,7 @@ hlo::Precision matmul_precision() {
 // CPU tensors only as 0-dim scalars.
 struct Builder {
   OpCall& call;
-  std::string opname;
+  const std::string& opname;
   int device = -1;
   std::vector<at::Tensor> keep;  // materialized conj / neg inputs, alive until the call has run
 
@@ -376,10 +415,14 @@ c10::List<std::optional<at::Tensor>> optional_tensor_list(const c10::IValue& v) 
 // Index lists may hold CPU tensors, as on CUDA: they move to the device. Boolean masks become their
 // nonzero() positions (a host sync, as on CUDA) in index.Tensor, whose result shape they decide, and in
 // index_put when other indices come with them (a lone mask is lowered as a select).
+bool reads_index_lists(const std::string& name) {
+  for (const char* op : {"index.Tensor", "index.Tensor_out", "index_put", "index_put_", "_index_put_impl_", "_index_put_impl"})
+    if (name == op) return true;
+  return false;
+}
+
 void prepare_indices(const std::string& name, torch::jit::Stack* stack, size_t n) {
   bool index_read = name == "index.Tensor" || name == "index.Tensor_out";
-  if (!index_read && name != "index_put" && name != "index_put_" && name != "_index_put_impl_" && name != "_index_put_impl")
-    return;
   const at::Tensor& self = (*stack)[stack->size() - n].toTensor();
   c10::IValue& list = (*stack)[stack->size() - n + 1];
   c10::List<std::optional<at::Tensor>> given = optional_tensor_list(list);
@@ -412,9 +455,12 @@ struct Mutated {
 
 // CPU's memory-overlap rules for written tensors (TensorIterator's): no element written twice, and no
 // written tensor partly overlapping an input (the same tensor is fine, except for the ops that gather).
-void check_overlap(const std::string& name, const Mutated& m) {
-  static const std::set<std::string> gathers = {"cat", "take", "masked_select", "kthvalue", "index_select", "gather"};
-  bool gather = gathers.count(name.substr(0, name.find('.'))) > 0;
+bool gathers(const std::string& name) {
+  static const std::set<std::string> ops = {"cat", "take", "masked_select", "kthvalue", "index_select", "gather"};
+  return ops.count(name.substr(0, name.find('.'))) > 0;
+}
+
+void check_overlap(bool gather, const Mutated& m) {
   for (const auto* written : {&m.self, &m.out})
     for (const at::Tensor& w : *written) {
       at::assert_no_internal_overlap(w);
@@ -491,35 +537,10 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const s
   at::native::cpu_fallback(op, stack);
 }
 
-// clone(memory_format=) gives CPU's result strides: channels_last(_3d) as asked, and preserve_format
-// keeps a non-overlapping dense input's strides (empty_like's rules). One program clones the input
-// permuted into the result's physical order (row-major there); the result then takes those strides.
-// False when the result is row-major: the plain clone does it.
-bool clone_in_format(torch::jit::Stack* stack) {
-  auto args = torch::jit::last(*stack, 2);
-  if (!args[0].isTensor() || !args[0].toTensor().defined()) return false;
-  const at::Tensor& self = args[0].toTensor();
-  if (self.device().type() != c10::DeviceType::PrivateUse1 || self.dim() < 2) return false;
-  c10::MemoryFormat format = args[1].isNone() ? c10::MemoryFormat::Preserve : args[1].toMemoryFormat();
-  if (format == c10::MemoryFormat::Contiguous || (format == c10::MemoryFormat::Preserve && self.is_contiguous()))
-    return false;
-  at::Tensor like = at::empty_like(at::empty_strided(self.sizes(), self.strides(), self.options().device(c10::kMeta)),
-                                   self.options().device(c10::kMeta), format);
-  if (like.strides() == c10::contiguous_strides(self.sizes())) return false;
-  std::vector<int64_t> perm(self.dim());
-  std::iota(perm.begin(), perm.end(), 0);
-  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
-  at::Tensor r = call("clone", "", {self.permute(perm), c10::MemoryFormat::Contiguous})[0].toTensor();
-  r.unsafeGetTensorImpl()->set_sizes_and_strides(self.sizes(), like.strides());
-  torch::jit::drop(*stack, 2);
-  torch::jit::push(*stack, r);
-  return true;
-}
-
 }  // namespace
 
 void reject_unsupported_tensors(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
-  auto name = [&] { return aten_name(op); };  // only on the error path: this runs on every call
+  auto name = [&] { return entry_of(op).name; };
   auto quantized = [&](c10::ScalarType t) {
     TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: aten::", name(), ": quantized tensors (", torch_name(t),
                                 ") are not supported on tpu; quantize on the CPU (tensor.cpu())");
@@ -575,27 +596,29 @@ std::string python_origin() {
 }
 
 void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpEntry& entry = entry_of(op);
+  const std::string& name = entry.name;
+  const lower::Rule* rule = entry.rule;
   const c10::FunctionSchema& schema = op.schema();
-  std::string name = aten_name(op);
-  const lower::Rule* rule = lower::find_for_call(name);
-  reject_unsupported_tensors(op, torch::jit::last(*stack, schema.arguments().size()));
-  if (name == "clone" && clone_in_format(stack)) return;
-  if (!rule) {
-    if (fallback_on || data_dependent(name)) return run_on_cpu(op, stack, name);
-    not_lowered(name);
-  }
   const auto& params = schema.arguments();
   size_t n = params.size();
-  prepare_indices(name, stack, n);
+  // Sparse and quantized tensors dispatch to their own keys (register.cpp); here only dtype= and
+  // layout= arguments, and conversions to sparse layouts, can ask for them.
+  if (entry.typed_params) reject_unsupported_tensors(op, torch::jit::last(*stack, n));
+  if (!rule) {
+    if (fallback_on || entry.data_dependent) return run_on_cpu(op, stack, name);
+    not_lowered(name);
+  }
+  if (entry.index_lists) prepare_indices(name, stack, n);
   auto args = torch::jit::last(*stack, n);
-  check_scalar_args(name, args);
+  if (entry.check_args) entry.check_args(name, args);
   if (launch_blocking()) check_bounds(name, args);
 
   OpCall call;
   call.name = name;
   call.rule = rule;
   call.precision = matmul_precision();
-  Builder b{call, "aten::" + name};
+  Builder b{call, entry.qualified};
   Mutated m;
   at::Generator generator;
   for (size_t i = 0; i < n; ++i) {
@@ -616,12 +639,12 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     for (size_t i = 0; i < n; ++i)
       if (args[i].isDevice() && args[i].toDevice().type() == c10::DeviceType::PrivateUse1)
         b.device = args[i].toDevice().has_index() ? args[i].toDevice().index() : 0;
-  check_overlap(name, m);
+  check_overlap(entry.gathers, m);
   if (!m.out.empty() && m.self.empty() && !rule->random) check_out_dtypes_like_cpu(op, name, args, m.out);
   for (const at::Tensor& t : m.out) if (b.device < 0) b.device = t.device().index();
   // The default dtype decides result types (integer true_divide, int tensor + Python float, factories).
-  call.context_key = std::to_string(static_cast<int>(c10::typeMetaToScalarType(c10::get_default_dtype()))) + '|';
-  for (const at::Tensor& t : m.out) call.context_key += std::to_string(static_cast<int>(t.scalar_type())) + ',';
+  call.context_key.push_back(static_cast<char>(c10::typeMetaToScalarType(c10::get_default_dtype())));
+  for (const at::Tensor& t : m.out) call.context_key.push_back(static_cast<char>(t.scalar_type()));
   call.device = std::max(b.device, 0);
   if (rule->random) {
     auto [seed, counter] = next_random(generator, call.device);

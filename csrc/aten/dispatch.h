@@ -21,8 +21,10 @@ bool cpu_fallback();
 // Debug eager: raises CPU's error for out-of-range indices of indexing ops (reads indices on the host).
 void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> args);
 
-// CPU's checks of Python-scalar arguments (distribution parameters), which programs take as operands.
-void check_scalar_args(const std::string& name, c10::ArrayRef<c10::IValue> args);
+// CPU's checks of an op's arguments that its Meta kernel lacks (Python-scalar operands such as
+// distribution parameters, dtypes, warnings): null for an op without any. Looked up once per operator.
+using ArgCheck = void (*)(const std::string& name, c10::ArrayRef<c10::IValue> args);
+ArgCheck arg_check_for(const std::string& name);
 
 // The user's Python file:line of the current call ("" when not called from Python).
 std::string python_origin();

@@ -29,6 +29,7 @@ namespace tpu::aten {
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking);
 at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst);
 at::Scalar local_scalar_dense(const at::Tensor& self);
+void clone(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 namespace {
 
@@ -150,6 +151,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", equal);
   m.impl("nonzero", nonzero_counted);
   m.impl("cat", torch::CppFunction::makeFromBoxedFunction<&cat>());  // growing sequences: append.cpp
+  m.impl("clone", torch::CppFunction::makeFromBoxedFunction<&clone>());  // memory formats: copy.cpp
   m.impl("nonzero.out", nonzero_out);
   // Lowered foreach ops (and their in-place forms): their CompositeExplicitAutograd kernels (loops of
   // per-tensor ops) would win over the fallback, so they get the boxed kernel by name.

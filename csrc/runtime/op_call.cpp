@@ -52,10 +52,11 @@ struct Signature {
     put(static_cast<uint32_t>(d.size()));
     s.append(reinterpret_cast<const char*>(d.data()), d.size() * sizeof(int64_t));
   }
-  void put(const std::string& t) {
+  void put(std::string_view t) {
     put(static_cast<uint32_t>(t.size()));
     s += t;
   }
+  void put(const std::string& t) { put(std::string_view(t)); }
   // A view's geometry without its offset (a runtime operand). A dim of size 1 never steps, so its
   // stride does not count: x[:, -1:] of a growing [1, n] sequence is one program for every n.
   void put(const lower::View& v) {
@@ -220,11 +221,11 @@ hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::V
   size_t first_check = b.checks.size();
   hlo::Values outs = c.rule->fn(ctx);
   if (outs.size() != results.size())
-    throw hlo::Error(c.name + ": lowering returned " + std::to_string(outs.size()) + " results, expected " +
+    throw hlo::Error(std::string(c.name) + ": lowering returned " + std::to_string(outs.size()) + " results, expected " +
                      std::to_string(results.size()));
   for (size_t k = 0; k < outs.size(); ++k)
     if (outs[k].type != results[k])
-      throw hlo::Error(c.name + ": lowering result " + std::to_string(k) + " is " + outs[k].type.str() +
+      throw hlo::Error(std::string(c.name) + ": lowering result " + std::to_string(k) + " is " + outs[k].type.str() +
                        ", expected " + results[k].str());
 
   hlo::Values ret;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lower/rule.h"
@@ -89,7 +90,7 @@ struct Write {
 };
 
 struct OpCall {
-  std::string name;  // ATen "op.overload"
+  std::string_view name;  // ATen "op.overload": names live as long as the process
   const lower::Rule* rule = nullptr;
   std::vector<lower::Arg> args;
   std::vector<Input> inputs;
@@ -107,9 +108,9 @@ struct OpCall {
   std::string where() const {  // "op at file:line"
     if (!located && locate) origin = locate();
     located = true;
-    return name + (origin.empty() ? "" : " at " + origin);
+    return std::string(name) + (origin.empty() ? "" : " at " + origin);
   }
-  std::string known_where() const { return located ? where() : name; }  // without locating
+  std::string known_where() const { return located ? where() : std::string(name); }  // without locating
 };
 
 // The results of an op not covered by its `writes`, in result order: a buffer each (Strict), or a
