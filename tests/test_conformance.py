@@ -409,6 +409,8 @@ def setitem(values, index, device, base=None):
     (lambda x: x[:, 0] > 1, torch.ones(3, 2)),            # as many as selected
     (lambda x: x[:, 0] > 1, torch.ones(1, 2)),            # broadcast
     (lambda x: x > 2, torch.tensor([1.0, 2.0])),          # a full mask, too few values
+    (lambda x: x > 2, torch.ones(0)),                     # no values for a mask that selects some
+    (lambda x: x > 10, torch.ones(0)),                    # no values for a mask that selects none
     (lambda x: ([0, 1], [0, 1, 0]), 0.0),                 # indices that do not broadcast: IndexError
     (lambda x: [0, 1], torch.ones(3, 2)),                 # values that do not fit the result
     (lambda x: (slice(None), [1]), torch.ones(4, 1, dtype=torch.int64)),  # another dtype than self
@@ -422,6 +424,14 @@ def test_nonzero_out_on_another_device():
     x = torch.tensor([0.0, 1.0, 2.0], device="tpu")
     with pytest.raises(RuntimeError, match="nonzero: Expected out tensor to be on tpu:0"):
         torch.nonzero(x, out=torch.empty(0, dtype=torch.long))
+
+
+@pytest.mark.parametrize("call", [lambda x, out: torch.add(x, x, out=out), lambda x, out: torch.sum(x, 0, out=out),
+                                  lambda x, out: torch.neg(x, out=out)])
+def test_out_on_another_device(call):
+    x = torch.ones(3, 3, device="tpu")
+    with pytest.raises(RuntimeError, match=r"^Expected out tensor to have device tpu:0, but got cpu instead"):
+        call(x, torch.empty(3))
 
 
 # ------------------------------------------------------------- view(dtype) of strided views

@@ -640,8 +640,13 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (args[i].isDevice() && args[i].toDevice().type() == c10::DeviceType::PrivateUse1)
         b.device = args[i].toDevice().has_index() ? args[i].toDevice().index() : 0;
   check_overlap(entry.gathers, m);
+  for (const at::Tensor& t : m.out) {
+    if (b.device < 0) b.device = t.device().index();
+    // as CUDA's structured out= kernels: before any dtype check
+    TORCH_CHECK(t.device() == c10::Device(c10::DeviceType::PrivateUse1, b.device), "Expected out tensor to have device ",
+                c10::Device(c10::DeviceType::PrivateUse1, b.device), ", but got ", t.device(), " instead");
+  }
   if (!m.out.empty() && m.self.empty() && !rule->random) check_out_dtypes_like_cpu(op, name, args, m.out);
-  for (const at::Tensor& t : m.out) if (b.device < 0) b.device = t.device().index();
   // The default dtype decides result types (integer true_divide, int tensor + Python float, factories).
   call.context_key.push_back(static_cast<char>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   for (const at::Tensor& t : m.out) call.context_key.push_back(static_cast<char>(t.scalar_type()));

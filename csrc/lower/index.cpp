@@ -472,8 +472,20 @@ Value mask_put(Builder& b, Value x, int64_t p, Value mask, Value values, bool ac
   for (int64_t d = 0; d < r; ++d) (d >= p && d < p + m ? mask_dims : other_dims).push_back(d);
   int64_t q = p - (p + 1 + static_cast<int64_t>(post.size()) - values.type.rank());  // values' row dim
   int64_t rows = q >= 0 && values.type.dims[q] != 1 ? values.type.dims[q] : 1;
-  // nothing to write: an empty x, or no rows of values (the mask then selects nothing, or CPU raises)
-  if (x.type.numel() == 0 || rows == 0 || values.type.numel() == 0) return x;
+  if (x.type.numel() == 0) return x;
+  // Values with other than one row need the mask to select exactly that many, which only the device knows.
+  auto check_rows = [&] {
+    Dims rest = pre;
+    rest.insert(rest.end(), post.begin(), post.end());
+    Value selected = reduce(b, convert(b, b.reshape(mask, {mask.type.numel()}), DType::S64), {0}, hlo::Op::Add, 0);
+    selected = b.reshape(selected, {1});
+    check(b, b.compare(selected, scalar_like(b, double(rows), selected.type), Cmp::NE), selected,
+          "shape mismatch: value tensor of shape " + dims_str(values.type.dims) +
+              " cannot be broadcast to indexing result of shape " + dims_str(rest, "{}", pre.size()),
+          false);
+  };
+  if (rows == 0) check_rows();  // nothing to write, if the mask selects nothing
+  if (rows == 0 || values.type.numel() == 0) return x;
   DType ct = acc ? compute_type(x.type.dtype) : x.type.dtype;
   Dims vshape = pre;
   vshape.push_back(rows);
@@ -484,15 +496,8 @@ Value mask_put(Builder& b, Value x, int64_t p, Value mask, Value values, bool ac
     Dims squeezed = pre;
     squeezed.insert(squeezed.end(), post.begin(), post.end());
     picked = b.broadcast_in_dim(b.reshape(v, squeezed), x.type.dims, other_dims);
-  } else {  // as many rows as the mask selects, which only the device knows
-    Dims rest = pre;
-    rest.insert(rest.end(), post.begin(), post.end());
-    Value selected = reduce(b, convert(b, b.reshape(mask, {mask.type.numel()}), DType::S64), {0}, hlo::Op::Add, 0);
-    selected = b.reshape(selected, {1});
-    check(b, b.compare(selected, scalar_like(b, double(rows), selected.type), Cmp::NE), selected,
-          "shape mismatch: value tensor of shape " + dims_str(values.type.dims) +
-              " cannot be broadcast to indexing result of shape " + dims_str(rest, "{}", pre.size()),
-          false);
+  } else {
+    check_rows();
     picked = take_dim(b, v, p, mask_positions(b, mask, rows));
   }
   Value base = convert(b, x, ct);
