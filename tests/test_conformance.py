@@ -582,3 +582,27 @@ def test_uint8_mask_assignment_warns_like_cpu(accumulate):
     (cpu_x, cpu_warnings), (tpu_x, tpu_warnings) = run("cpu"), run("tpu")
     assert torch.equal(tpu_x, cpu_x)
     assert tpu_warnings == cpu_warnings and "uint8 is now deprecated" in cpu_warnings[0]
+
+
+# ------------------------------------------------------------- in-place ops whose result would need a larger self
+@pytest.mark.parametrize("op", ["atan2_", "copysign_", "eq_", "fmod_", "hypot_", "xlogy_", "add_"])
+@pytest.mark.parametrize("rows", [0, 2])
+def test_inplace_broadcast_to_larger_shape_raises(op, rows):
+    same(lambda d: getattr(torch.ones(rows, 1, 3, device=d), op)(torch.ones(rows, 10, 3, device=d)).cpu())
+
+
+def test_inplace_broadcast_int_ops_raise():
+    same(lambda d: torch.ones(0, 1, 3, dtype=torch.int64, device=d).bitwise_and_(
+        torch.ones(0, 10, 3, dtype=torch.int64, device=d)).cpu())
+
+
+# ------------------------------------------------------------- _unsafe_masked_index: masked-out indices may be out of range
+def test_unsafe_masked_index_ignores_masked_out_indices():
+    def run(d):
+        x = torch.arange(5.0, device=d)
+        mask = torch.tensor([True, False, True, False], device=d)
+        idx = torch.tensor([1, 6, -2, -9], device=d)
+        got = torch.ops.aten._unsafe_masked_index(x, mask, [idx], -1.0)
+        acc = torch.ops.aten._unsafe_masked_index_put_accumulate(x.clone(), mask, [idx], torch.full((4,), 10.0, device=d))
+        return got.cpu(), acc.cpu()
+    same(run)

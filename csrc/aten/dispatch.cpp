@@ -686,12 +686,18 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     } catch (const std::exception&) {
       raise_like_cpu(op, args);
     }
+    std::vector<at::Tensor> outs;
+    for (const c10::IValue& v : meta) flatten(v, outs);
     if (!m.self.empty()) {
+      // Python meta kernels (PyTorch's refs) resize an in-place op's self to the broadcast shape
+      for (size_t k = 0; k < m.self.size() && k < outs.size(); ++k) {
+        c10::IntArrayRef self = m.self[k].sizes(), broadcast = outs[k].sizes();
+        TORCH_CHECK(self == broadcast || !at::is_expandable_to(self, broadcast), "output with shape ", self,
+                    " doesn't match the broadcast shape ", broadcast);
+      }
       for (const at::Tensor& t : m.self) types.push_back(type_of(t));
       return types;
     }
-    std::vector<at::Tensor> outs;
-    for (const c10::IValue& v : meta) flatten(v, outs);
     for (const at::Tensor& t : outs) types.push_back(type_of(t));
     if (!m.out.empty()) pointwise_out_compute_types(op, args, types);
     stat_types_like_cpu(name, args, types);

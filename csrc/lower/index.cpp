@@ -392,7 +392,8 @@ struct Plan {
   Value coords;
 };
 
-Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
+// `checked`: out-of-range indices raise CPU's IndexError (the _unsafe_masked ops mask them out instead).
+Plan plan(Ctx& c, size_t list, const Dims& x_dims, bool checked = true) {
   Plan p;
   const auto& ids = c.arg(list).ints;
   if (ids.size() > x_dims.size())  // PyTorch's check (index_put's meta kernel lacks it)
@@ -423,7 +424,8 @@ Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
     Value v = broadcast_to(c.b, convert(c.b, used[j], DType::S64), p.batch);
     int64_t d = p.dims[j];
     bool empty = hlo::TensorType{DType::F32, x_dims}.numel() == 0;  // CPU checks nothing then
-    parts.push_back(c.b.reshape(wrap_index(c.b, v, x_dims[d], empty ? "" : out_of_bounds(d, x_dims[d])), with(p.batch, 1)));
+    std::string message = empty || !checked ? "" : out_of_bounds(d, x_dims[d]);
+    parts.push_back(c.b.reshape(wrap_index(c.b, v, x_dims[d], message), with(p.batch, 1)));
   }
   int64_t nb = static_cast<int64_t>(p.batch.size());
   p.coords = parts.size() == 1 ? parts[0] : c.b.concatenate(parts, nb);
@@ -436,10 +438,10 @@ Plan plan(Ctx& c, size_t list, const Dims& x_dims) {
 }
 
 // x[indices] for the index list at argument `list`, shaped like out[0].
-Value gather_indexed(Ctx& c, Value x, size_t list) {
+Value gather_indexed(Ctx& c, Value x, size_t list, bool checked = true) {
   const TensorType& o = c.out[0];
   if (o.numel() == 0) return zeros(c.b, {x.type.dtype, o.dims});
-  Plan p = plan(c, list, x.type.dims);
+  Plan p = plan(c, list, x.type.dims, checked);
   if (p.dims.empty()) return x;
   hlo::GatherDims g;
   g.offset_dims = p.others;
@@ -459,7 +461,8 @@ Values masked_index(Ctx& c) {
   const TensorType& o = c.out[0];
   if (c.v(0).type.numel() == 0) return {operand(c, 3, o.dtype, o.dims)};  // as CPU: nothing to read, all fill
   Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), o.dims);
-  return {c.b.select(mask, gather_indexed(c, c.v(0), 2), operand(c, 3, o.dtype, o.dims))};
+  // XLA's gather clamps the indices the mask leaves out
+  return {c.b.select(mask, gather_indexed(c, c.v(0), 2, /*checked=*/false), operand(c, 3, o.dtype, o.dims))};
 }
 
 // x[mask] = values (+= with accumulate) for one boolean mask covering dims [p, p + mask.rank):
@@ -506,7 +509,7 @@ Value mask_put(Builder& b, Value x, int64_t p, Value mask, Value values, bool ac
 }
 
 // x[indices] = values (or +=) for the index list at argument `list`.
-Value put_indexed(Ctx& c, Value x, size_t list, Value values, bool acc) {
+Value put_indexed(Ctx& c, Value x, size_t list, Value values, bool acc, bool checked = true) {
   DType t = x.type.dtype, ct = acc ? compute_type(t) : t;
   const auto& ids = c.arg(list).ints;
   int64_t used = 0, first = -1;
@@ -517,7 +520,7 @@ Value put_indexed(Ctx& c, Value x, size_t list, Value values, bool acc) {
     if (mask.type.dtype == DType::Pred || mask.type.dtype == DType::U8)
       return mask_put(c.b, x, first, mask, values, acc);
   }
-  Plan p = plan(c, list, x.type.dims);
+  Plan p = plan(c, list, x.type.dims, checked);
   if (p.dims.empty()) {
     Value v = broadcast_to(c.b, convert(c.b, values, ct), x.type.dims);
     return convert(c.b, acc ? c.b.add(convert(c.b, x, ct), v) : v, t);
@@ -550,7 +553,8 @@ Values masked_index_put_accumulate(Ctx& c) {
   Value values = c.v(3);
   if (c.v(0).type.numel() == 0) return {c.v(0)};  // as CPU
   Value mask = broadcast_to(c.b, convert(c.b, c.v(1), DType::Pred), values.type.dims);
-  return {put_indexed(c, c.v(0), 2, c.b.select(mask, values, zeros(c.b, values.type)), true)};
+  // the indices it leaves out add zeros, or nothing where XLA's scatter drops them as out of range
+  return {put_indexed(c, c.v(0), 2, c.b.select(mask, values, zeros(c.b, values.type)), true, /*checked=*/false)};
 }
 
 // ---- embedding ----
