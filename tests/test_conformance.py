@@ -606,3 +606,30 @@ def test_unsafe_masked_index_ignores_masked_out_indices():
         acc = torch.ops.aten._unsafe_masked_index_put_accumulate(x.clone(), mask, [idx], torch.full((4,), 10.0, device=d))
         return got.cpu(), acc.cpu()
     same(run)
+
+
+# ------------------------------------------------------------- argument checks CPU makes before computing
+@pytest.mark.parametrize("call", [
+    lambda d: torch.as_strided_scatter(torch.zeros(10, device=d), torch.ones(2, 2, device=d), (2, 2), (200, 200)),
+    lambda d: torch.as_strided_scatter(torch.zeros(10, device=d), torch.ones(2, 2, device=d), (2, 2), (3, 1), 4),
+    lambda d: torch.as_strided_scatter(torch.zeros(10, device=d), torch.ones(2, 2, device=d), (2, 2), (3, 1), 5),
+    lambda d: torch.as_strided_scatter(torch.zeros(12, device=d)[2:], torch.ones(2, 2, device=d), (2, 2), (4, 1)),
+    lambda d: torch.nn.functional.conv3d(torch.ones(1, 1, 4, 4, 4, device=d), torch.ones(1, 1, 2, 2, 2, device=d), padding=-1),
+    lambda d: torch.nn.functional.conv2d(torch.ones(1, 1, 4, 4, device=d), torch.ones(1, 1, 2, 2, device=d), stride=0),
+    lambda d: torch.nn.functional.conv2d(torch.ones(1, 1, 4, 4, device=d), torch.ones(1, 1, 2, 2, device=d), dilation=(1, 0)),
+    lambda d: torch.nn.functional.conv_transpose2d(torch.ones(1, 1, 4, 4, device=d), torch.ones(1, 1, 2, 2, device=d),
+                                                   output_padding=-1),
+])
+def test_checked_arguments(call):
+    same(lambda d: call(d).cpu())
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, m: torch.masked_select(x, m, out=x),           # data-dependent: computed on the host
+    lambda x, m: torch.gather(x, 0, torch.zeros(5, dtype=torch.long, device=x.device), out=x),
+])
+def test_out_overlapping_input_raises(call):
+    def run(d):
+        x = torch.arange(5.0, device=d)
+        return call(x, torch.ones(5, dtype=torch.bool, device=d)).cpu()
+    same(run)

@@ -173,6 +173,34 @@ ArgCheck arg_check_for(const std::string& name) {
       std::string base = base_of(name);
       if (base == "var" || base == "std" || base == "var_mean" || base == "std_mean") warn_degrees_of_freedom(base, args);
     };
+  if (name == "as_strided_scatter" || name == "as_strided_scatter.out")  // CPU writes through as_strided of a clone
+    return [](const std::string&, Args args) {
+      const at::Tensor& self = args[0].toTensor();
+      auto sizes = args[2].toDimVector(), strides = args[3].toDimVector();
+      int64_t offset = args[4].isNone() ? 0 : args[4].toInt(), last = offset;  // of the clone
+      bool empty = false;
+      for (size_t d = 0; d < sizes.size() && d < strides.size(); ++d) {
+        empty |= sizes[d] == 0;
+        last += (sizes[d] - 1) * strides[d];
+      }
+      int64_t item = static_cast<int64_t>(self.element_size()), need = empty ? 0 : (last + 1) * item;
+      TORCH_CHECK(need <= self.numel() * item, "setStorage: sizes ", at::IntArrayRef(sizes), ", strides ",
+                  at::IntArrayRef(strides), ", storage offset ", offset, ", and itemsize ", item,
+                  " requiring a storage size of ", need, " are out of bounds for storage of size ", self.numel() * item);
+    };
+  if (name == "convolution" || name == "convolution.out" || name == "_convolution")
+    return [](const std::string&, Args args) {
+      auto any = [&](size_t i, auto bad) {
+        for (int64_t v : args[i].toDimVector())
+          if (bad(v)) return true;
+        return false;
+      };
+      TORCH_CHECK(!any(4, [](int64_t v) { return v < 0; }), "negative padding is not supported");
+      TORCH_CHECK(!any(7, [](int64_t v) { return v < 0; }), "negative output_padding is not supported");
+      TORCH_CHECK(!any(3, [](int64_t v) { return v <= 0; }), "non-positive stride is not supported");
+      TORCH_CHECK(!any(5, [](int64_t v) { return v <= 0; }), "dilation should be greater than zero, but got ",
+                  at::IntArrayRef(args[5].toDimVector()));
+    };
   if (name == "index_select" || name == "index_select.out")
     return [](const std::string&, Args args) {
       const at::Tensor& self = args[0].toTensor();

@@ -520,9 +520,19 @@ bool data_dependent(const std::string& name) {
   return ops.count(name) || ops.count(name.substr(0, name.find('.')));
 }
 
-void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name) {
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name, bool gathers) {
   static std::mutex mu;
   static std::set<std::string> warned;
+  {  // CPU's overlap checks: the CPU copies of the arguments never alias each other
+    Mutated m;
+    const auto& params = op.schema().arguments();
+    auto args = torch::jit::last(*stack, params.size());
+    for (size_t i = 0; i < params.size(); ++i) {
+      flatten(args[i], params[i].is_out() ? m.out : m.read);
+      if (is_write(params[i]) && !params[i].is_out()) flatten(args[i], m.self);
+    }
+    check_overlap(gathers, m);
+  }
   if (data_dependent(name)) {
     metrics::count(metrics::HostSyncs);
     metrics::add("host_ops:" + name);
@@ -606,7 +616,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // layout= arguments, and conversions to sparse layouts, can ask for them.
   if (entry.typed_params) reject_unsupported_tensors(op, torch::jit::last(*stack, n));
   if (!rule) {
-    if (fallback_on || entry.data_dependent) return run_on_cpu(op, stack, name);
+    if (fallback_on || entry.data_dependent) return run_on_cpu(op, stack, name, entry.gathers);
     not_lowered(name);
   }
   if (entry.index_lists) prepare_indices(name, stack, n);
