@@ -26,7 +26,7 @@ demo: build
 
 # The suite in Strict mode, then what must also hold in Fuse mode (DeferAndFuse) again in that mode,
 # then the OpInfo slice through torch.compile(backend="tpu") (tests/test_compile.py covers both modes).
-FUSE_TESTS := tests/opinfo/test_opinfo_slice.py tests/test_training.py tests/test_views.py tests/test_execution.py tests/test_modules.py tests/test_conformance.py tests/test_dynamic.py
+FUSE_TESTS := tests/opinfo/test_opinfo_slice.py tests/test_training.py tests/test_views.py tests/test_execution.py tests/test_modules.py tests/test_conformance.py tests/test_dynamic.py tests/test_reduction_conformance.py
 test: build
 	$(PYTHON) -m pytest -q tests
 	TORCH_TPU_DEFER_AND_FUSE=1 $(PYTHON) -m pytest -q $(FUSE_TESTS)

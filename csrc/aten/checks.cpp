@@ -173,6 +173,27 @@ ArgCheck arg_check_for(const std::string& name) {
       std::string base = base_of(name);
       if (base == "var" || base == "std" || base == "var_mean" || base == "std_mean") warn_degrees_of_freedom(base, args);
     };
+  if (name == "max" || name == "min")  // the full reductions (their meta kernels run only on a compile)
+    return [](const std::string& name, Args args) {
+      TORCH_CHECK(args[0].toTensor().numel() > 0, name, "(): Expected reduction dim to be specified for input.numel() == 0. "
+                  "Specify the reduction dim with the 'dim' argument.");
+    };
+  if (name == "mode" || name == "mode.values")
+    return [](const std::string&, Args args) {
+      const at::Tensor& self = args[0].toTensor();
+      if (self.dim() == 0) return;
+      int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), self.dim());
+      TORCH_CHECK_INDEX(self.size(dim) > 0, "mode(): Expected reduction dim ", dim, " to have non-zero size.");
+    };
+  if (name == "histc" || name == "histc.out")  // min and max are runtime operands
+    return [](const std::string&, Args args) {
+      TORCH_CHECK(num(args, 2) <= num(args, 3), "torch.histc: max must be larger than min");
+    };
+  if (name == "aminmax" || name == "aminmax.out")
+    return [](const std::string&, Args args) {
+      at::ScalarType t = args[0].toTensor().scalar_type();
+      TORCH_CHECK(!at::isComplexType(t), "aminmax not implemented for ", t);
+    };
   if (name == "as_strided_scatter" || name == "as_strided_scatter.out")  // CPU writes through as_strided of a clone
     return [](const std::string&, Args args) {
       const at::Tensor& self = args[0].toTensor();

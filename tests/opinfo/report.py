@@ -123,7 +123,7 @@ def group_by_variant(results):
     return groups
 
 
-def render(results, meta, modes=None):
+def render(results, meta, modes=None, mode_metas=None):
     import torch
     import torch_tpu
 
@@ -167,9 +167,11 @@ def render(results, meta, modes=None):
     # totals ------------------------------------------------------------------------------------
     w("## Totals")
     w("")
-    modes = modes or {}
+    modes, mode_metas = modes or {}, mode_metas or {}
     for mode, rows in modes.items():
+        cap = mode_metas.get(mode, {}).get("max_samples")
         w(f"Column \"{MODES[mode]} pass rate\" reruns the same sweep with `make opinfo MODE={mode}` ({len(rows)} cases"
+          + (f", at most {cap} samples per case" if cap else "")
           + ("; forward and backward calls through `torch.compile(backend=\"tpu\")`, each compared on a replay)." if mode == "compile"
              else "; DeferAndFuse).") )
     if modes:
@@ -217,6 +219,21 @@ def render(results, meta, modes=None):
     w(f"OpInfos with no failing case: {clean} of {len(by_op)}. Crashes and hangs: "
       f"{', '.join(sorted({r['op'] for r in results if r['status'] in ('crash', 'timeout')})) or 'none'}.")
     w("")
+
+    # cases that pass in Strict but not in another mode -----------------------------------------
+    strict_status = {(r["op"], r["variant"], r["dtype"]): r["status"] for r in results}
+    for mode, rows in modes.items():
+        worse = [r for r in rows if r["status"] in ("fail", "crash", "timeout")
+                 and strict_status.get((r["op"], r["variant"], r["dtype"])) == "pass"]
+        w(f"## Cases that pass in Strict and fail in {MODES[mode]} mode: {len(worse)}")
+        w("")
+        if worse:
+            w("| OpInfo | variant | dtype | status | detail |")
+            w("|---|---|---|---|---|")
+            for r in worse:
+                w(f"| {md(r['op'])} | {r['variant']} | {r['dtype'] or 'all'} | {r['status']} | "
+                  f"{md(str(r.get('detail', '')).split(chr(10))[0][:160])} |")
+            w("")
 
     # failure causes ----------------------------------------------------------------------------
     w(f"## The {TOP_CAUSES} most common failure causes")
@@ -378,9 +395,10 @@ def md(text):
 
 def write(results_path=DEFAULT_RESULTS, out_path=os.path.join(ROOT, "docs", "op_coverage.md")):
     results, meta = load(results_path)
-    modes = {m: load(mode_results_path(results_path, m))[0] for m in MODES
-             if os.path.exists(mode_results_path(results_path, m))}
-    text = render(results, meta, modes)
+    loaded = {m: load(mode_results_path(results_path, m)) for m in MODES
+              if os.path.exists(mode_results_path(results_path, m))}
+    text = render(results, meta, {m: rows for m, (rows, _) in loaded.items()},
+                  {m: mode_meta for m, (_, mode_meta) in loaded.items()})
     with open(out_path, "w") as f:
         f.write(text)
     return text
