@@ -92,16 +92,7 @@ void cat(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   call.args = {pieces, length, result_size};
 
   auto infer = [&] { return std::vector<hlo::TensorType>{{to_dtype(dtype), {capacity}}}; };
-  Launched res;
-  try {
-    res = mode() == Mode::Fuse ? record(call, infer) : launch(call, infer);
-  } catch (const pjrt::Error& e) {
-    rethrow(e, "");
-  } catch (const CheckFailed& e) {
-    rethrow(e);
-  } catch (const hlo::Error& e) {
-    TORCH_CHECK(false, "tpu: lowering aten::cat failed: ", e.what());
-  }
+  Launched res = run(call, infer);
   at::Tensor out = wrap(res.results[0], dtype, {capacity}, call.device, call.known_where());
   out.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
   torch::jit::drop(*stack, 2);

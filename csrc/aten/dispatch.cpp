@@ -579,6 +579,22 @@ void reject_unsupported_tensors(const c10::OperatorHandle& op, c10::ArrayRef<c10
     if (base == std::string("aten::_to_sparse_") + suffix || base == std::string("aten::to_sparse_") + suffix) layout(l);
 }
 
+Launched run(OpCall& call, const InferResults& infer, c10::ArrayRef<c10::IValue> args) {
+  try {
+    return mode() == Mode::Fuse ? record(call, infer) : launch(call, infer);
+  } catch (const pjrt::Error& e) {
+    rethrow(e, "");
+  } catch (const lower::IndexError& e) {
+    TORCH_CHECK_INDEX(false, e.what());
+  } catch (const CheckFailed& e) {  // Debug mode: a device-side check of this op
+    rethrow(e);
+  } catch (const hlo::DTypeError& e) {  // as CPU and CUDA kernels without that dtype
+    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", call.name, "\" not implemented for '", first_dtype(args), "' on tpu (", e.what(), ")");
+  } catch (const hlo::Error& e) {
+    TORCH_CHECK(false, "tpu: lowering aten::", call.name, " failed: ", e.what());
+  }
+}
+
 void set_cpu_fallback(bool on) { fallback_on = on; }
 bool cpu_fallback() { return fallback_on; }
 
@@ -718,20 +734,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     return types;
   };
 
-  Launched res;
-  try {
-    res = mode() == Mode::Fuse ? record(call, infer) : launch(call, infer);
-  } catch (const pjrt::Error& e) {
-    rethrow(e, "");
-  } catch (const lower::IndexError& e) {
-    TORCH_CHECK_INDEX(false, e.what());
-  } catch (const CheckFailed& e) {  // Debug mode: a device-side check of this op
-    rethrow(e);
-  } catch (const hlo::DTypeError& e) {  // as CPU and CUDA kernels without that dtype
-    TORCH_CHECK_NOT_IMPLEMENTED(false, "\"", name, "\" not implemented for '", first_dtype(args), "' on tpu (", e.what(), ")");
-  } catch (const hlo::Error& e) {
-    TORCH_CHECK(false, "tpu: lowering aten::", name, " failed: ", e.what());
-  }
+  Launched res = run(call, infer, args);
   // Optional returns (a backward whose output_mask is off): the rule gives only the defined ones;
   // the meta kernel says which returns are None.
   std::vector<bool> none_at;

@@ -4,9 +4,14 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
+#include "runtime/op_call.h"
+
 namespace tpu::aten {
 
 void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack);
+// Launches (Strict, Debug) or records (Fuse) `call`; runtime and lowering errors become PyTorch's, naming
+// the op (`args`: the ATen arguments, for "not implemented for <dtype>").
+Launched run(OpCall& call, const InferResults& infer, c10::ArrayRef<c10::IValue> args = {});
 // Runs aten::`name`.`overload` through `dispatch` on `args` (no autograd), returning its outputs.
 std::vector<c10::IValue> call(const char* name, const char* overload, std::vector<c10::IValue> args);
 
