@@ -226,6 +226,18 @@ def test_unsupported_op_message_and_cpu_fallback():
     assert fallbacks() == before + 1
 
 
+def test_operators_defined_again_are_named_right():
+    # dispatch knows each operator by an entry made at its first call; an operator defined after another
+    # was dropped (its memory possibly reused) must not be taken for it
+    x = torch.ones(2, device="tpu")
+    for k in range(4):
+        lib = torch.library.Library(f"tpu_test_ns{k}", "DEF")
+        lib.define(f"op{k}(Tensor x) -> Tensor")
+        with pytest.raises(NotImplementedError, match=rf"tpu_test_ns{k}::op{k} has no tpu lowering"):
+            getattr(getattr(torch.ops, f"tpu_test_ns{k}"), f"op{k}")(x)
+        lib._destroy()
+
+
 def test_metrics_report_names_op_and_line():
     torch_tpu.metrics.reset()
     (torch.ones(3, 11, device="tpu") * 3).cpu()

@@ -42,7 +42,7 @@ bool reads_index_lists(const std::string& name);
 struct OpEntry {
   c10::OperatorName op;
   std::string name;       // "add.Tensor"
-  std::string qualified;  // "aten::add.Tensor"
+  std::string qualified;  // "aten::add.Tensor" (other namespaces: their own)
   const lower::Rule* rule = nullptr;
   ArgCheck check_args = nullptr;
   bool data_dependent = false, gathers = false, index_lists = false;
@@ -51,7 +51,7 @@ struct OpEntry {
   explicit OpEntry(const c10::OperatorHandle& h) : op(h.operator_name()) {
     std::string base = op.name.substr(op.name.find("::") + 2);
     name = op.overload_name.empty() ? base : base + "." + op.overload_name;
-    qualified = "aten::" + name;
+    qualified = op.name + (op.overload_name.empty() ? "" : "." + op.overload_name);
     rule = lower::find_for_call(name);
     check_args = arg_check_for(name);
     data_dependent = aten::data_dependent(name);
@@ -504,8 +504,8 @@ std::string torch_name(c10::ScalarType t) {
   return "torch." + s;
 }
 
-[[noreturn]] void not_lowered(const std::string& name) {
-  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: aten::", name,
+[[noreturn]] void not_lowered(const std::string& qualified_name) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, "tpu: ", qualified_name,
                               " has no tpu lowering yet. To run it on the CPU instead, set TORCH_TPU_CPU_FALLBACK=1 "
                               "or wrap the code in `with torch_tpu.cpu_fallback():`");
 }
@@ -633,7 +633,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (entry.typed_params) reject_unsupported_tensors(op, torch::jit::last(*stack, n));
   if (!rule) {
     if (fallback_on || entry.data_dependent) return run_on_cpu(op, stack, name, entry.gathers);
-    not_lowered(name);
+    not_lowered(entry.qualified);
   }
   if (entry.index_lists) prepare_indices(name, stack, n);
   auto args = torch::jit::last(*stack, n);
