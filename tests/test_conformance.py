@@ -6,6 +6,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import torch_tpu
 from tpu_check import assert_close, flat
@@ -382,12 +383,62 @@ def as_dense(x):
     lambda d: coo(d).coalesce()._nnz(),
     lambda d: coo(d).t(),
     lambda d: coo(d).t() @ torch.ones(2, 2, device=d),
+    lambda d: coo(d) - coo(d).coalesce() * 3,
+    lambda d: dense(d) - coo(d),
+    lambda d: coo(d).sub_(coo(d), alpha=0.5),
+    lambda d: dense(d).sub_(coo(d)),
+    lambda d: coo(d, torch.uint8).add_(coo(d, torch.int16)),               # cast back to self's dtype, as CPU
+    lambda d: (coo(d) * coo(d)).to_dense(),
+    lambda d: (coo(d) * dense(d)).to_dense(),
+    lambda d: (dense(d) * coo(d)).to_dense(),
+    lambda d: coo(d).mul_(coo(d).coalesce()).to_dense(),
+    lambda d: dense(d).mul_(coo(d)),
+    lambda d: coo(d) / 4,
+    lambda d: coo(d, torch.int64) / 2,                                       # integer division promotes
+    lambda d: torch.true_divide(coo(d, torch.int32), torch.tensor(3, device=d)),
+    lambda d: coo(d).div_(2),
 ], ids=["create", "coalesce", "int", "to_sparse", "to_sparse_1", "to_sparse_zeros", "zeros", "hybrid", "3d", "mm",
         "matmul", "addmm", "sparse_sum", "sum", "add", "add_alpha", "dense_add", "add_dense", "dense_add_", "add_",
         "mul_number", "mul_tensor", "cpu", "from_cpu", "nnz", "coalesced_nnz", "t",
-        "t_mm"])
+        "t_mm", "sub", "dense_sub", "sub_", "dense_sub_", "add_cast", "mul_sparse", "mul_dense", "dense_mul",
+        "mul_", "dense_mul_", "div", "div_int", "true_divide", "div_"])
 def test_sparse_coo(call):
     same(lambda d: as_dense(call(d)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: coo(d) / coo(d),                                       # division only by a scalar
+    lambda d: coo(d) / dense(d),
+    lambda d: dense(d) / coo(d),
+    lambda d: coo(d) - dense(d),                                     # sparse - dense: use dense - sparse
+    lambda d: coo(d, torch.bool) - coo(d, torch.bool),
+    lambda d: coo(d, torch.int32).add_(coo(d)),                      # float result into int
+    lambda d: dense(d).int().add_(coo(d)),
+    lambda d: coo(d, torch.int32).mul_(coo(d)),
+], ids=["div_sparse", "div_dense", "dense_div", "sub_dense", "sub_bool", "add_float_into_int", "dense_add_float_into_int",
+        "mul_float_into_int"])
+def test_sparse_coo_errors(call):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError):
+            call("cpu")
+        with pytest.raises(RuntimeError):
+            call("tpu")
+
+
+# ------------------------------------------------------------- in-place results must cast to self's dtype
+@pytest.mark.parametrize("call", [
+    lambda a, b: a.mul_(b), lambda a, b: a.mul_(1.5), lambda a, b: a.addcmul_(b, b), lambda a, b: a.addcdiv_(b, b),
+], ids=["mul_tensor", "mul_number", "addcmul_", "addcdiv_"])
+def test_inplace_result_type_must_cast_to_self(call):
+    def run(d):
+        a, b = torch.tensor([1, 2], dtype=torch.int32, device=d), torch.tensor([1.5, 2.0], device=d)
+        call(a, b)
+    for d in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Int"):
+            run(d)
+    a = torch.tensor([1, 2], dtype=torch.int32, device="tpu")
+    assert a.mul_(3).addcmul_(a, a, value=2).tolist() == [21, 78]
 
 
 def test_sparse_coo_device_and_print():
@@ -422,7 +473,7 @@ def test_index_put_checks(index, values):
 
 def test_nonzero_out_on_another_device():
     x = torch.tensor([0.0, 1.0, 2.0], device="tpu")
-    with pytest.raises(RuntimeError, match="nonzero: Expected out tensor to be on tpu:0"):
+    with pytest.raises(RuntimeError, match="nonzero: expected self and out to be on the same device"):
         torch.nonzero(x, out=torch.empty(0, dtype=torch.long))
 
 
@@ -506,6 +557,57 @@ def test_clone_memory_format(fn, shape):
     assert tpu.is_contiguous(memory_format=CL) == cpu.is_contiguous(memory_format=CL)
 
 
+# ------------------------------------------------------------- result layouts follow the inputs', as on CPU and CUDA
+def conv_cl(x):
+    w = torch.arange(162, dtype=x.dtype, device=x.device).reshape(6, 3, 3, 3).div(100).contiguous(memory_format=CL)
+    return F.conv2d(x, w, padding=1)
+
+
+def norm(x):
+    w = torch.linspace(0.5, 1.5, x.shape[1], device=x.device)
+    return F.batch_norm(x, torch.zeros_like(w), torch.ones_like(w), w, w, training=True)
+
+
+@pytest.mark.parametrize("fn,shape", [
+    (lambda x: x.contiguous(memory_format=CL).exp(), (2, 3, 4, 5)),
+    (lambda x: x.contiguous(memory_format=CL) * 2 + 1, (2, 3, 4, 5)),
+    (lambda x: x.contiguous(memory_format=CL) + x, (2, 3, 4, 5)),                 # mixed layouts: CPU's pick
+    (lambda x: x + x.contiguous(memory_format=CL), (2, 3, 4, 5)),
+    (lambda x: torch.where(x > 3, x.contiguous(memory_format=CL), 0.0), (2, 3, 4, 5)),
+    (lambda x: x.contiguous(memory_format=CL3).relu(), (2, 3, 4, 5, 2)),
+    (lambda x: x.t().sin(), (3, 5)),
+    (lambda x: x.permute(2, 0, 1) - 1, (2, 3, 4)),
+    (lambda x: x.t().to(torch.float64), (3, 5)),
+    (lambda x: x.expand(2, 4, 5).transpose(1, 2) * 1, (4, 5)),                    # overlapping: row-major
+    (lambda x: conv_cl(x.contiguous(memory_format=CL)), (2, 3, 5, 6)),
+    (lambda x: F.max_pool2d(x.contiguous(memory_format=CL), 2), (2, 3, 4, 6)),
+    (lambda x: F.adaptive_avg_pool2d(x.contiguous(memory_format=CL), 1), (2, 3, 4, 6)),
+    (lambda x: F.interpolate(x.contiguous(memory_format=CL), scale_factor=2), (2, 3, 4, 6)),
+    (lambda x: norm(x.contiguous(memory_format=CL)), (2, 3, 4, 6)),
+], ids=["unary_cl", "scalar_cl", "mixed_cl_first", "mixed_cl_second", "where_cl", "relu_cl3d", "unary_t", "permuted",
+        "cast_t", "overlapping", "conv_cl", "max_pool_cl", "adaptive_pool_cl", "interpolate_cl", "batch_norm_cl"])
+def test_result_layout(fn, shape):
+    x = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape).div(7)
+    cpu, tpu = fn(x), fn(x.to("tpu"))
+    assert tpu.stride() == cpu.stride()
+    torch.testing.assert_close(tpu.cpu(), cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_channels_last_network_keeps_its_layout_through_backward():
+    def run(d):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+                                  torch.nn.MaxPool2d(2), torch.nn.Conv2d(4, 2, 1))
+        net = net.to(d, memory_format=CL)
+        x = torch.randn(2, 3, 6, 6).to(d, memory_format=CL).requires_grad_()
+        y = net(x)
+        y.square().sum().backward()
+        return y, x.grad, net[0].weight.grad
+    for cpu, tpu in zip(run("cpu"), run("tpu")):
+        assert tpu.is_contiguous(memory_format=CL) == cpu.is_contiguous(memory_format=CL)
+        torch.testing.assert_close(tpu.cpu(), cpu, rtol=1e-4, atol=1e-4)
+
+
 # ------------------------------------------------------------- out= of a wider dtype: computed in the inputs' dtype
 def half(d):
     return torch.tensor([33000.0, 1.5, -2.0], dtype=torch.float16, device=d)
@@ -567,6 +669,31 @@ def test_torchscript_indexing():
     same(lambda d: fns[0](torch.arange(100.0, device=d)).cpu())
     same(lambda d: fns[1](torch.arange(12.0, device=d).view(4, 3), torch.tensor([1, 3], device=d)).cpu())
     same(lambda d: fns[2](torch.zeros(2, 3, device=d), torch.tensor([0, 2, 2], device=d)).cpu())
+
+
+# ------------------------------------------------------------- index_put: values checked against the indexing result
+def error_of(fn):
+    try:
+        fn()
+    except Exception as e:  # noqa: BLE001 - the point is which exception, compared with CPU's
+        return type(e), str(e).split(" (tpu:")[0]
+    return None
+
+
+@pytest.mark.parametrize("values", [[], [1, 2, 3], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0], [5]],
+                         ids=["empty_float", "short_same_dtype", "short_float", "fits_float", "broadcast"])
+@pytest.mark.parametrize("index", ["mask", "positions"])
+def test_index_put_checks_value_shape_before_dtype(values, index):
+    """Raised at the assignment itself, as on CPU (a mask's count is read when the values could misfit)."""
+    def run(d):
+        a = torch.arange(4, device=d)
+        where = a > -1 if index == "mask" else torch.tensor([0, 1, 2, 3], device=d)
+        a[where] = torch.tensor(values).to(d)
+        return a
+    cpu = error_of(lambda: run("cpu"))
+    assert error_of(lambda: run("tpu")) == cpu
+    if cpu is None:
+        assert torch.equal(run("tpu").cpu(), run("cpu"))
 
 
 # ------------------------------------------------------------- uint8 masks in index_put: CPU's deprecation warning
@@ -633,3 +760,51 @@ def test_out_overlapping_input_raises(call):
         x = torch.arange(5.0, device=d)
         return call(x, torch.ones(5, dtype=torch.bool, device=d)).cpu()
     same(run)
+
+
+# ------------------------------------------------------------- histc: a range that is not finite
+@pytest.mark.parametrize("data,lo,hi", [
+    ([1.0, float("inf")], 0, 0), ([float("nan"), 1.0], 0, 0), ([1.0, 2.0], 0, float("inf")),
+    ([1.0, float("inf")], 0, 3), ([float("nan"), 1.0], 0, 3), ([1.0, 2.0], 0, 0),
+], ids=["inf_data", "nan_data", "inf_max", "inf_data_in_range", "nan_data_in_range", "finite"])
+def test_histc_range_must_be_finite(data, lo, hi):
+    def run(d):
+        return torch.histc(torch.tensor(data, device=d), 3, lo, hi).cpu()
+    try:
+        expected = run("cpu")
+    except RuntimeError:
+        with pytest.raises(RuntimeError, match="torch.histc: range of .* is not finite"):
+            run("tpu")
+        return
+    assert torch.equal(run("tpu"), expected)
+
+
+# ------------------------------------------------------------- addr_ in place: self is the result as it is
+@pytest.mark.parametrize("shape", [(3, 4), (3, 1), (1, 4), (4,), (), (3, 4, 1)])
+def test_addr_in_place_neither_broadcasts_nor_resizes(shape):
+    def run(d):
+        x = torch.arange(torch.Size(shape).numel(), dtype=torch.float32).reshape(shape).to(d)
+        return x.addr_(torch.arange(3.0, device=d), torch.arange(4.0, device=d), beta=0.5, alpha=2).cpu()
+    try:
+        expected = run("cpu")
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match=re.escape(str(e))):
+            run("tpu")
+        return
+    assert torch.equal(run("tpu"), expected)
+    x = torch.ones(3, 4, device="tpu", requires_grad=True)
+    x.clone().addr_(torch.ones(3, device="tpu"), torch.ones(4, device="tpu")).sum().backward()
+    assert torch.equal(x.grad.cpu(), torch.ones(3, 4))
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (4,), (1, 4), (3, 1), ()])
+def test_addbmm_in_place_takes_the_result_shape(shape):
+    def run(d):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch's note on resizing a non-empty output
+            return torch.ones(shape, device=d).addbmm_(torch.arange(30.0, device=d).reshape(2, 3, 5),
+                                                       torch.ones(2, 5, 4, device=d), beta=0.5).cpu()
+    cpu, tpu = run("cpu"), run("tpu")
+    assert tpu.shape == cpu.shape
+    if shape == (3, 4):  # (resized outputs hold whatever memory they got on CPU)
+        assert torch.equal(tpu, cpu)

@@ -3,6 +3,8 @@
 // so their values are checked here, on every call, cached or not), and on dtypes; and CPU's warnings.
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/native/IndexingUtils.h>
+#include <ATen/native/TypeProperties.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
@@ -17,6 +19,18 @@ namespace {
 std::string base_of(const std::string& name) { return name.substr(0, name.find('.')); }
 
 double num(c10::ArrayRef<c10::IValue> args, size_t i) { return args[i].toScalar().toDouble(); }
+
+// The indexing result's shape, from the indices on the meta device (a mask's count: a host sync; only
+// on this error path), and CPU's error when the values do not broadcast to it.
+void check_values_fit_index_result(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                                   const at::Tensor& values) {
+  c10::List<std::optional<at::Tensor>> meta;
+  for (const at::Tensor& t : at::native::expandTensors(self, indices))
+    meta.push_back(t.defined() ? std::optional<at::Tensor>(at::empty(t.sizes(), t.options().device(c10::kMeta))) : std::nullopt);
+  at::Tensor result = at::index(at::empty(self.sizes(), self.options().device(c10::kMeta)), meta);
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), result.sizes()), "shape mismatch: value tensor of shape ",
+              values.sizes(), " cannot be broadcast to indexing result of shape ", result.sizes());
+}
 
 // CPU's alpha rule of add / sub: checked on the inputs' result type, before any kernel runs.
 void check_alpha(const std::string& base, c10::ArrayRef<c10::IValue> args) {
@@ -93,9 +107,21 @@ ArgCheck arg_check_for(const std::string& name) {
     return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[1]); };
   if (base == "index_put" || base == "index_put_" || base == "_index_put_impl" || base == "_index_put_impl_")
     return [](const std::string&, Args args) {
-      at::ScalarType self = args[0].toTensor().scalar_type(), values = args[2].toTensor().scalar_type();
-      TORCH_CHECK(self == values, "Index put requires the source and destination dtypes match, got ", self,
-                  " for the destination and ", values, " for the source.");
+      const at::Tensor &self = args[0].toTensor(), &values = args[2].toTensor();
+      if (self.scalar_type() == values.scalar_type()) return;
+      check_values_fit_index_result(self, args[1].toOptionalTensorList(), values);  // CPU checks this first
+      TORCH_CHECK(false, "Index put requires the source and destination dtypes match, got ", self.scalar_type(),
+                  " for the destination and ", values.scalar_type(), " for the source.");
+    };
+  if (base == "mul_" || base == "addcmul_" || base == "addcdiv_")
+    return [](const std::string& name, Args args) {
+      // their meta kernels skip TensorIterator's check that the result type casts to self's
+      at::native::ResultTypeState state;
+      for (size_t i = 0; i < (base_of(name) == "mul_" ? 2 : 3); ++i)
+        state = args[i].isTensor() ? at::native::update_result_type_state(args[i].toTensor(), state)
+                                   : at::native::update_result_type_state(args[i].toScalar(), state);
+      at::ScalarType result = at::native::result_type(state), self = args[0].toTensor().scalar_type();
+      TORCH_CHECK(at::canCast(result, self), "result type ", result, " can't be cast to the desired output type ", self);
     };
   if (base == "masked_fill" || base == "masked_fill_")
     return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[2]); };

@@ -36,31 +36,6 @@ std::shared_ptr<pjrt::Buffer> upload(const at::Tensor& host, int device) {
       host.data_ptr(), to_dtype(host.scalar_type()), {host.numel()}, rt.device(device)));
 }
 
-// clone(memory_format=) gives CPU's result strides: channels_last(_3d) as asked, and preserve_format
-// keeps a non-overlapping dense input's strides (empty_like's rules). One program clones the input
-// permuted into the result's physical order (row-major there); the result then takes those strides.
-// False when the result is row-major: the plain clone does it.
-bool clone_in_format(torch::jit::Stack* stack) {
-  auto args = torch::jit::last(*stack, 2);
-  if (!args[0].isTensor() || !args[0].toTensor().defined()) return false;
-  const at::Tensor& self = args[0].toTensor();
-  if (self.device().type() != c10::DeviceType::PrivateUse1 || self.dim() < 2) return false;
-  c10::MemoryFormat format = args[1].isNone() ? c10::MemoryFormat::Preserve : args[1].toMemoryFormat();
-  if (format == c10::MemoryFormat::Contiguous || (format == c10::MemoryFormat::Preserve && self.is_contiguous()))
-    return false;
-  at::Tensor like = at::empty_like(at::empty_strided(self.sizes(), self.strides(), self.options().device(c10::kMeta)),
-                                   self.options().device(c10::kMeta), format);
-  if (like.strides() == c10::contiguous_strides(self.sizes())) return false;
-  std::vector<int64_t> perm(self.dim());
-  std::iota(perm.begin(), perm.end(), 0);
-  std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return like.stride(a) > like.stride(b); });
-  at::Tensor r = call("clone", "", {self.permute(perm), c10::MemoryFormat::Contiguous})[0].toTensor();
-  r.unsafeGetTensorImpl()->set_sizes_and_strides(self.sizes(), like.strides());
-  torch::jit::drop(*stack, 2);
-  torch::jit::push(*stack, r);
-  return true;
-}
-
 }  // namespace
 
 std::shared_ptr<pjrt::Buffer> dense_buffer(const at::Tensor& t) {
@@ -125,10 +100,6 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst_view, bool /*n
   } catch (const pjrt::Error& e) {
     rethrow(e, "tpu copy");
   }
-}
-
-void clone(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
-  if (!clone_in_format(stack)) dispatch(op, stack);
 }
 
 at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {

@@ -433,7 +433,16 @@ void prepare_indices(const std::string& name, torch::jit::Stack* stack, size_t n
     defined += ts.back().defined();
     masks += ts.back().defined() && (ts.back().scalar_type() == at::kBool || ts.back().scalar_type() == at::kByte);
   }
-  if (masks && (index_read || defined > 1)) {
+  // A lone mask is put without its count (no host sync) unless the values extend along the selected
+  // dim: then the count decides whether they fit, and CPU raises at once when they do not.
+  bool values_need_count = false;
+  if (masks && !index_read && defined == 1 && (name.rfind("index_put", 0) == 0 || name.rfind("_index_put_impl", 0) == 0)) {
+    const at::Tensor& values = (*stack)[stack->size() - n + 2].toTensor();
+    int64_t start = std::find_if(ts.begin(), ts.end(), [](const at::Tensor& t) { return t.defined(); }) - ts.begin();
+    int64_t rank = self.dim() - ts[start].dim() + 1, at = values.dim() - (rank - start);
+    values_need_count = at >= 0 && values.size(at) != 1;
+  }
+  if (masks && (index_read || defined > 1 || values_need_count)) {
     ts = at::native::expandTensors(self, given, true);  // (warns of uint8 masks, as CPU does)
   } else if (masks) {
     for (const at::Tensor& t : ts)
@@ -579,6 +588,17 @@ void reject_unsupported_tensors(const c10::OperatorHandle& op, c10::ArrayRef<c10
     if (base == std::string("aten::_to_sparse_") + suffix || base == std::string("aten::to_sparse_") + suffix) layout(l);
 }
 
+// The meta kernel lays convolutions out row-major; CPU and CUDA keep a channels_last input's or
+// weight's layout.
+hlo::Dims convolution_strides(c10::ArrayRef<c10::IValue> args, const at::Tensor& out) {
+  for (int i : {0, 1}) {
+    c10::MemoryFormat f = args[i].toTensor().suggest_memory_format();
+    if (out.dim() == 4 && f == c10::MemoryFormat::ChannelsLast) return c10::get_channels_last_strides_2d(out.sizes());
+    if (out.dim() == 5 && f == c10::MemoryFormat::ChannelsLast3d) return c10::get_channels_last_strides_3d(out.sizes());
+  }
+  return {};
+}
+
 Launched run(OpCall& call, const InferResults& infer, c10::ArrayRef<c10::IValue> args) {
   try {
     return mode() == Mode::Fuse ? record(call, infer) : launch(call, infer);
@@ -586,6 +606,8 @@ Launched run(OpCall& call, const InferResults& infer, c10::ArrayRef<c10::IValue>
     rethrow(e, "");
   } catch (const lower::IndexError& e) {
     TORCH_CHECK_INDEX(false, e.what());
+  } catch (const lower::ArgumentError& e) {
+    TORCH_CHECK(false, e.what());
   } catch (const CheckFailed& e) {  // Debug mode: a device-side check of this op
     rethrow(e);
   } catch (const hlo::DTypeError& e) {  // as CPU and CUDA kernels without that dtype
@@ -692,7 +714,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   // PyTorch's meta kernels give result shapes and dtypes, and raise PyTorch's own errors for bad
   // input. Needed only when the program is not cached: the key fixes both.
-  auto infer = [&]() -> std::vector<hlo::TensorType> {
+  auto infer = [&]() -> Results {
     std::vector<hlo::TensorType> types;
     // in-place ops without any meta kernel (_fused_sgd_): the results are the mutated arguments
     if (!m.self.empty() && !op.hasKernelForDispatchKey(c10::DispatchKey::Meta) &&
@@ -705,7 +727,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                                                           "multilabel_margin_loss_backward", "_ctc_loss_backward",
                                                           "fractional_max_pool3d_backward"};
     if (m.self.empty() && grad_like_input.count(name.substr(0, name.find('.'))))
-      return {type_of(args[1].toTensor())};
+      return Results({type_of(args[1].toTensor())});
     torch::jit::Stack meta;
     try {
       meta = run_meta(op, args);
@@ -725,13 +747,23 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       return types;
     }
     for (const at::Tensor& t : outs) types.push_back(type_of(t));
+    // the layout PyTorch gives a new result (a pointwise op or clone keeps a channels_last or transposed
+    // input's); out= results are copied into the out tensors' own layout
+    std::vector<hlo::Dims> strides;
+    for (const at::Tensor& t : outs)
+      strides.push_back(m.out.empty() && t.is_non_overlapping_and_dense() && t.strides() != c10::contiguous_strides(t.sizes())
+                            ? t.strides().vec()
+                            : hlo::Dims{});
+    if (name == "convolution" && m.out.empty()) strides[0] = convolution_strides(args, outs[0]);
     if (!m.out.empty()) pointwise_out_compute_types(op, args, types);
     stat_types_like_cpu(name, args, types);
     // margin losses of one 1-D sample, unreduced: CPU returns a 0-d loss, the meta kernels a [1] one
     if ((name == "multi_margin_loss" || name == "multilabel_margin_loss_forward") && args[0].toTensor().dim() == 1 &&
-        types[0].dims == hlo::Dims{1})
+        types[0].dims == hlo::Dims{1}) {
       types[0].dims = {};
-    return types;
+      strides[0] = {};
+    }
+    return Results(std::move(types), std::move(strides));
   };
 
   Launched res = run(call, infer, args);
@@ -750,7 +782,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::vector<at::Tensor> results;
   for (size_t k = 0; k < res.results.size(); ++k)
     results.push_back(wrap(res.results[k], to_scalar_type(res.types[k].dtype), res.types[k].dims, call.device,
-                           call.known_where()));
+                           call.known_where(), k < res.strides.size() ? res.strides[k] : hlo::Dims{}));
   if (!m.out.empty()) {  // out=: the functional results copied into the out tensors
     check_read_write_shapes(m, results);
     for (size_t k = 0; k < m.out.size(); ++k) {

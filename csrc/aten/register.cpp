@@ -29,7 +29,6 @@ namespace tpu::aten {
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking);
 at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst);
 at::Scalar local_scalar_dense(const at::Tensor& self);
-void clone(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 
 namespace {
 
@@ -103,9 +102,26 @@ bool equal(const at::Tensor& a, const at::Tensor& b) { return a.sizes() == b.siz
 at::Tensor nonzero_counted(const at::Tensor& self) {
   return at::nonzero_static(self, at::ne(self, 0).sum().item<int64_t>(), -1);
 }
+// addr_ as CPU's kernel, not the composite (which resizes self): self is already the [n, m] result
+at::Tensor& addr_in_place(at::Tensor& self, const at::Tensor& v1, const at::Tensor& v2, const at::Scalar& beta,
+                          const at::Scalar& alpha) {
+  TORCH_CHECK(self.dim() == 2, "2D tensor expected, got ", self.dim(), "D tensor for input");
+  at::Tensor r = at::addr(self, v1, v2, beta, alpha);  // (its own argument errors)
+  TORCH_CHECK(self.size(0) == v1.size(0) && self.size(1) == v2.size(0), "size mismatch, input: ", self.sizes(),
+              ", v1: ", v1.sizes(), ", v2: ", v2.sizes());
+  return self.copy_(r);
+}
+// addbmm_ as CPU's kernel: self takes the result's shape (resized, with PyTorch's warning) instead of
+// having to be it
+at::Tensor& addbmm_in_place(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
+                            const at::Scalar& alpha) {
+  at::Tensor r = at::addbmm(self, b1, b2, beta, alpha);
+  at::native::resize_output(self, r.sizes());
+  return self.copy_(r);
+}
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
-  TORCH_CHECK(out.device() == self.device(), "nonzero: Expected out tensor to be on ", self.device(), " but got ",
-              out.device());
+  TORCH_CHECK(out.device() == self.device(), "nonzero: expected self and out to be on the same device, but got out on ",
+              out.device(), " and self on ", self.device());  // CUDA's words
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
   at::Tensor r = nonzero_counted(self);
@@ -151,8 +167,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("equal", equal);
   m.impl("nonzero", nonzero_counted);
   m.impl("cat", torch::CppFunction::makeFromBoxedFunction<&cat>());  // growing sequences: append.cpp
-  m.impl("clone", torch::CppFunction::makeFromBoxedFunction<&clone>());  // memory formats: copy.cpp
   m.impl("nonzero.out", nonzero_out);
+  m.impl("addr_", addr_in_place);
+  m.impl("addbmm_", addbmm_in_place);
   // Lowered foreach ops (and their in-place forms): their CompositeExplicitAutograd kernels (loops of
   // per-tensor ops) would win over the fallback, so they get the boxed kernel by name.
   for (const std::string& name : lower::names()) {

@@ -1,9 +1,11 @@
 // Sparse COO tensors on tpu (the SparsePrivateUse1 key): PyTorch's SparseTensorImpl holding dense tpu
 // indices [sparse_dim, nnz] and values [nnz, dense dims...]. PyTorch's own device-independent kernels
-// manage the metadata; coalesce, to_dense, add, mm/addmm, sum and scaling are built from dense tpu ops.
+// manage the metadata; coalesce, to_dense, add/sub, mul, division by a scalar, mm/addmm and sum are built
+// from dense tpu ops.
 // Unlisted sparse ops raise NotImplementedError naming the layout (register.cpp's fallback).
 #include <ATen/ATen.h>
 #include <ATen/SparseTensorImpl.h>
+#include <ATen/native/BinaryOps.h>
 #include <ATen/ops/_coalesced_native.h>
 #include <ATen/ops/_indices_native.h>
 #include <ATen/ops/_nnz_native.h>
@@ -82,6 +84,9 @@ void check_same_sizes(const at::Tensor& a, const at::Tensor& b) {
 // dense += alpha * sparse, in place
 at::Tensor& add_sparse_into_dense(at::Tensor& dense, const at::Tensor& sparse, const at::Scalar& alpha) {
   check_same_sizes(dense, sparse);
+  at::ScalarType t = at::result_type(dense, sparse);
+  TORCH_CHECK(at::canCast(t, dense.scalar_type()), "result type ", t, " can't be cast to the desired output type ",
+              dense.scalar_type());
   if (sparse._nnz() == 0) return dense;
   std::vector<int64_t> flat = {-1};
   for (int64_t i = sparse.sparse_dim(); i < sparse.dim(); ++i) flat.push_back(sparse.size(i));
@@ -105,15 +110,30 @@ at::Tensor add_sparse(const at::Tensor& self, const at::Tensor& other, const at:
   return make_sparse(self, indices, values, false);
 }
 
+// An in-place op's result `r` becomes self's contents, cast to self's dtype where CPU allows it.
+at::Tensor& assign_sparse(at::Tensor& self, const at::Tensor& r) {
+  TORCH_CHECK(at::canCast(r.scalar_type(), self.scalar_type()), "result type ", r.scalar_type(),
+              " can't be cast to the desired output type ", self.scalar_type());
+  at::native::sparse_resize_and_clear_(self, r.sizes(), r.sparse_dim(), r.dense_dim());
+  static_cast<at::SparseTensorImpl*>(self.unsafeGetTensorImpl())
+      ->set_indices_and_values_unsafe(r._indices(), r._values().to(self.scalar_type()));
+  self._coalesced_(r.is_coalesced());
+  return self;
+}
+
 at::Tensor& add_sparse_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
   if (!self.is_sparse()) return add_sparse_into_dense(self, other, alpha);
-  at::Tensor sum = add_sparse(self, other, alpha);
-  TORCH_CHECK(sum.scalar_type() == self.scalar_type(), "result type ", sum.scalar_type(),
-              " can't be cast to the desired output type ", self.scalar_type());
-  at::native::sparse_resize_and_clear_(self, sum.sizes(), sum.sparse_dim(), sum.dense_dim());
-  self._coalesced_(false);
-  static_cast<at::SparseTensorImpl*>(self.unsafeGetTensorImpl())->set_indices_and_values_unsafe(sum._indices(), sum._values());
-  return self;
+  return assign_sparse(self, add_sparse(self, other, alpha));
+}
+
+at::Tensor sub_sparse(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  at::native::sub_check(self, other);
+  return add_sparse(self, other, -alpha);
+}
+
+at::Tensor& sub_sparse_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  at::native::sub_check(self, other);
+  return add_sparse_(self, other, -alpha);
 }
 
 // sparse [n, k] @ dense [k, m]: each nonzero scales a row of the dense matrix into its output row.
@@ -139,19 +159,47 @@ at::Tensor addmm_sparse(const at::Tensor& self, const at::Tensor& mat1, const at
   return product.add((self.is_sparse() ? self.to_dense() : self).mul(beta));
 }
 
-// sparse * scalar (a 0-d tensor or a Python number): the values scaled, the pattern kept
+// `values` (op) a 0-d dense tensor or a Python number; a Python number stays one, so that it does not
+// promote float32 values to its float64.
+template <typename Op>
+at::Tensor by_scalar(const at::Tensor& values, const at::Tensor& scale, Op op) {
+  if (scale.unsafeGetTensorImpl()->is_wrapped_number()) return op(values, scale.item());
+  return op(values, scale.device() == values.device() ? scale : scale.to(values.device()));
+}
+
+// sparse * scalar (a 0-d tensor or a Python number) scales the values and keeps the pattern; an
+// elementwise product (sparse or dense other) is the dense product's nonzeros, the pattern's intersection.
 at::Tensor mul_sparse(const at::Tensor& self, const at::Tensor& other) {
   const at::Tensor& sparse = self.is_sparse() ? self : other;
   const at::Tensor& scale = self.is_sparse() ? other : self;
-  TORCH_CHECK_NOT_IMPLEMENTED(!scale.is_sparse() && scale.dim() == 0, "tpu: aten::mul.Tensor: tensors of layout "
-                              "torch.sparse_coo are supported on tpu only times a scalar");
-  at::Tensor s = scale.device() == sparse.device() ? scale : scale.to(sparse.device());
-  return make_sparse(sparse, sparse._indices().clone(), sparse._values().mul(s), sparse.is_coalesced());
+  if (!scale.is_sparse() && scale.dim() == 0)
+    return make_sparse(sparse, sparse._indices().clone(),
+                       by_scalar(sparse._values(), scale, [](const at::Tensor& v, const auto& k) { return v.mul(k); }),
+                       sparse.is_coalesced());
+  at::Tensor product = (self.is_sparse() ? self.to_dense() : self).mul(other.is_sparse() ? other.to_dense() : other);
+  return product.to_sparse(sparse.sparse_dim());
+}
+
+at::Tensor& mul_sparse_(at::Tensor& self, const at::Tensor& other) {
+  if (!self.is_sparse()) return self.mul_(other.to_dense());
+  return assign_sparse(self, mul_sparse(self, other));
 }
 
 at::Tensor mul_scalar_sparse(const at::Tensor& self, const at::Scalar& other) {
   return make_sparse(self, self._indices().clone(), self._values().mul(other), self.is_coalesced());
 }
+
+// Sparse division only by a scalar (a 0-d dense tensor or a Python number): the values divided.
+at::Tensor div_sparse(const at::Tensor& self, const at::Tensor& other) {
+  TORCH_CHECK(self.is_sparse() && !other.is_sparse() && other.dim() == 0,
+              "Sparse division requires a scalar or zero-dim dense tensor divisor (got shape ", other.sizes(),
+              " for divisor)");
+  return make_sparse(self, self._indices().clone(),
+                     by_scalar(self._values(), other, [](const at::Tensor& v, const auto& k) { return v.div(k); }),
+                     self.is_coalesced());
+}
+
+at::Tensor& div_sparse_(at::Tensor& self, const at::Tensor& other) { return assign_sparse(self, div_sparse(self, other)); }
 
 at::Tensor sum_sparse(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   return self._values().sum(dtype);
@@ -184,6 +232,11 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("sum", TORCH_FN(sum_sparse));
   m.impl("mul.Tensor", TORCH_FN(mul_sparse));
   m.impl("mul.Scalar", TORCH_FN(mul_scalar_sparse));
+  m.impl("mul_.Tensor", TORCH_FN(mul_sparse_));
+  m.impl("sub.Tensor", TORCH_FN(sub_sparse));
+  m.impl("sub_.Tensor", TORCH_FN(sub_sparse_));
+  m.impl("div.Tensor", TORCH_FN(div_sparse));
+  m.impl("div_.Tensor", TORCH_FN(div_sparse_));
 }
 
 // dense tpu -> sparse: PyTorch's device-independent conversion (nonzero, then index), on dense tpu ops

@@ -78,11 +78,12 @@ Input input_of(const at::Tensor& t) {
   return in;
 }
 
-at::Tensor wrap(Contents contents, at::ScalarType dtype, c10::IntArrayRef sizes, int device, const std::string& origin) {
+at::Tensor wrap(Contents contents, at::ScalarType dtype, c10::IntArrayRef sizes, int device, const std::string& origin,
+                c10::IntArrayRef strides) {
   c10::DeviceGuard guard(c10::Device(c10::DeviceType::PrivateUse1, device));
-  at::Tensor t = at::detail::empty_generic(sizes, &the_allocator,
-                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
-                                           std::nullopt);
+  c10::DispatchKeySet keys(c10::DispatchKey::PrivateUse1);
+  at::Tensor t = strides.empty() ? at::detail::empty_generic(sizes, &the_allocator, keys, dtype, std::nullopt)
+                                 : at::detail::empty_strided_generic(sizes, strides, &the_allocator, keys, dtype);
   storage_of(t).assign(std::move(contents), to_dtype(dtype), origin);
   return t;
 }

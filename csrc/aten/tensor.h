@@ -16,8 +16,10 @@ Storage& storage_of(const at::Tensor& t);
 lower::View view_of(const at::Tensor& t);
 Input input_of(const at::Tensor& t);
 
-// A new tpu tensor (contiguous, `sizes`) whose storage holds `contents` (flat, `dtype`).
-at::Tensor wrap(Contents contents, at::ScalarType dtype, c10::IntArrayRef sizes, int device, const std::string& origin);
+// A new tpu tensor (`sizes`; row-major, or `strides` of a dense layout) whose storage holds `contents`
+// (flat, `dtype`).
+at::Tensor wrap(Contents contents, at::ScalarType dtype, c10::IntArrayRef sizes, int device, const std::string& origin,
+                c10::IntArrayRef strides = {});
 
 // The tensor's elements as a dense buffer of its dtype (the storage's own buffer when it is
 // exactly that, else a program that reads the view).

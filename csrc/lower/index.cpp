@@ -539,7 +539,7 @@ Value put_indexed(Ctx& c, Value x, size_t list, Value values, bool acc, bool che
   s.scatter_dims_to_operand_dims = p.dims;
   s.index_vector_dim = nb;
   if (!broadcasts_to(values.type.dims, shape))
-    throw hlo::Error("shape mismatch: value tensor of shape " + dims_str(values.type.dims) +
+    throw ArgumentError("shape mismatch: value tensor of shape " + dims_str(values.type.dims) +
                      " cannot be broadcast to indexing result of shape " + dims_str(shape));
   Value upd = broadcast_to(c.b, convert(c.b, values, ct), shape);
   return scatter_(c.b, x, p.coords, upd, s, acc ? Combine::Add : Combine::Replace);

@@ -27,6 +27,11 @@ using hlo::Values;
 struct IndexError : hlo::Error {
   using hlo::Error::Error;
 };
+// A bad argument PyTorch reports as RuntimeError (a value shape that does not fit): the glue raises
+// its message as PyTorch words it, without naming the lowering.
+struct ArgumentError : hlo::Error {
+  using hlo::Error::Error;
+};
 
 // One argument of the ATen call. Tensors, tensor lists and scalars refer to Ctx::inputs.
 struct Arg {

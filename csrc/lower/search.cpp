@@ -356,6 +356,12 @@ Values histc(Ctx& c) {
   Value same = cmp(b, lo, Cmp::EQ, hi);
   lo = b.select(same, extreme(lo_init, Op::Minimum), lo);
   hi = b.select(same, extreme(hi_init, Op::Maximum), hi);
+  if (fl) {  // an inf in the range, or a NaN in the data it is taken from: CPU's error, checked on the device
+    Value nan = b.reduce({cmp(b, xs, Cmp::NE, xs)}, {b.splat(hlo::scalar(DType::Pred), 0)}, {0},
+                         [](Builder& r, const Values& a) { return Values{r.or_(a[0], a[1])}; })[0];
+    Value bad = b.or_(b.unary(Op::Not, b.and_(b.unary(Op::IsFinite, lo), b.unary(Op::IsFinite, hi))), b.and_(same, nan));
+    check(b, bad, b.splat(hlo::scalar(DType::S64), 0), "torch.histc: range of [min, max] is not finite", false);
+  }
   same = cmp(b, lo, Cmp::EQ, hi);
   lo = b.select(same, b.sub(lo, K(b, lo, 1)), lo);
   hi = b.select(same, b.add(hi, K(b, hi, 1)), hi);

@@ -27,6 +27,28 @@ bool View::covers(const TensorType& base) const {
   return dtype == base.dtype && offset == 0 && numel() == base.numel() && contiguous();
 }
 
+Dims dense_order(const Dims& sizes, const Dims& strides) {
+  // size-1 dims never step, so their strides say nothing: they keep their places, the others are
+  // ordered by stride among the remaining places
+  Dims stepping;
+  if (strides.size() != sizes.size() || std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return {};
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (sizes[d] != 1) stepping.push_back(static_cast<int64_t>(d));
+  std::stable_sort(stepping.begin(), stepping.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
+  Dims order(sizes.size());
+  bool permuted = false;
+  for (size_t d = 0, next = 0; d < sizes.size(); ++d) {
+    order[d] = sizes[d] == 1 ? static_cast<int64_t>(d) : stepping[next++];
+    permuted |= order[d] != static_cast<int64_t>(d);
+  }
+  int64_t expected = 1;
+  for (size_t i = stepping.size(); i-- > 0;) {
+    if (strides[stepping[i]] != expected) return {};
+    expected *= sizes[stepping[i]];
+  }
+  return permuted ? order : Dims{};
+}
+
 namespace {
 
 // The view's start: the runtime operand when there is one, else the constant v.offset.

@@ -15,6 +15,11 @@ struct View {
   bool covers(const hlo::TensorType& base) const;
 };
 
+// The dims of a dense layout whose strides are a permutation of row-major ones (channels_last, a
+// transpose), outermost first; empty when the layout is row-major or not dense. A result laid out so
+// is its row-major value transposed by this order.
+hlo::Dims dense_order(const hlo::Dims& sizes, const hlo::Dims& strides);
+
 // The view's elements, shaped `sizes`, read from the flat `base`. With `offset` (an s64 scalar) the
 // view starts there instead of at v.offset, so one program serves every position of the view
 // (x[i] in a loop, a KV-cache write at `pos`).

@@ -128,7 +128,8 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& program_key
   Program program = make_program();
   auto compiled = std::make_shared<const Compiled>(
       Compiled{load_or_compile(program.text, options_ + thread_overrides, program.origin.empty() ? origin : program.origin),
-               main_parameters(program.text), std::move(program.results), std::move(program.checks)});
+               main_parameters(program.text), std::move(program.results), std::move(program.checks),
+               std::move(program.strides)});
   std::lock_guard<std::mutex> lock(mu_);
   if (auto it = memory_.find(key); it != memory_.end()) return it->second.compiled;
   recent_.push_front(key);

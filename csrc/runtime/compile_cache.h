@@ -38,6 +38,7 @@ struct Program {
   std::vector<hlo::TensorType> results;  // logical result types (e.g. from PyTorch's meta kernels)
   std::string origin;  // who made it (an op and its Python line), when only known once it is made
   std::vector<DeviceCheck> checks;  // its last outputs are their statuses
+  std::vector<hlo::Dims> strides;   // per result, its strides where they are not row-major, else empty
 };
 
 // A loaded executable, the types its @main takes (when its text says) and its Program's results.
@@ -46,6 +47,7 @@ struct Compiled {
   std::optional<std::vector<hlo::TensorType>> params;
   std::vector<hlo::TensorType> results;
   std::vector<DeviceCheck> checks;
+  std::vector<hlo::Dims> strides;
 };
 
 class CompileCache {

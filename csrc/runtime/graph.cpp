@@ -29,7 +29,7 @@ struct Node {
   OpCall call;  // its Storage pointers are identities only
   Params params;
   std::vector<Source> sources;  // per parameter
-  std::vector<hlo::TensorType> results;
+  Results results;
   std::vector<std::weak_ptr<Pending>> outputs;  // emit's outputs: unwritten results, written storages, checks
 };
 
@@ -44,9 +44,9 @@ struct Graph {
 };
 
 std::vector<Graph> graphs;  // per device
-// Launch plans: signature -> result types and device-side checks.
+// Launch plans: signature -> result types and layouts, and device-side checks.
 struct Plan {
-  std::vector<hlo::TensorType> types;
+  Results results;
   std::vector<DeviceCheck> checks;
 };
 std::unordered_map<std::string, Plan> plans;
@@ -234,11 +234,11 @@ Launched record(OpCall& c, const InferResults& infer_results) {
   if (plan == plans.end()) {
     // A new signature: its lowering is tried now, so that a call the rule rejects raises at the op,
     // as in Strict mode, instead of at a later flush.
-    auto types = infer_results();
-    Program program = build(c, p, types);
-    plan = plans.emplace(signature, Plan{std::move(types), std::move(program.checks)}).first;
+    Results results = infer_results();
+    Program program = build(c, p, results);
+    plan = plans.emplace(signature, Plan{std::move(results), std::move(program.checks)}).first;
   }
-  node->results = plan->second.types;
+  node->results = plan->second.results;
 
   if (static_cast<int>(graphs.size()) <= c.device) graphs.resize(c.device + 1);
   Graph& g = graphs[c.device];
@@ -275,11 +275,12 @@ Launched record(OpCall& c, const InferResults& infer_results) {
   }
 
   Launched result;
-  result.types = node->results;
+  result.types = node->results.types;
+  result.strides = node->results.strides;
   auto written = written_storages(c, p);
   // as emit() returns them: the results no write covers (several writes may share one storage)
   size_t fresh = 0;
-  for (size_t k = 0; k < node->results.size(); ++k)
+  for (size_t k = 0; k < node->results.types.size(); ++k)
     fresh += std::none_of(c.writes.begin(), c.writes.end(), [&](const Write& w) { return w.result == k; });
   std::string where = c.known_where();
   const auto& checks = plan->second.checks;

@@ -207,8 +207,9 @@ std::vector<std::pair<Storage*, hlo::TensorType>> written_storages(const OpCall&
   return out;
 }
 
-hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::Values& params,
-                 const std::vector<hlo::TensorType>& results, std::vector<DeviceCheck>& checks) {
+hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::Values& params, const Results& laid_out,
+                 std::vector<DeviceCheck>& checks) {
+  const std::vector<hlo::TensorType>& results = laid_out.types;
   hlo::Values inputs;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     hlo::Value a = params[p.of_input[i]];
@@ -231,8 +232,11 @@ hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::V
   hlo::Values ret;
   std::vector<bool> written(outs.size(), false);
   for (const Write& w : c.writes) written[w.result] = true;
-  for (size_t k = 0; k < outs.size(); ++k)
-    if (!written[k]) ret.push_back(b.reshape(outs[k], {results[k].numel()}));
+  for (size_t k = 0; k < outs.size(); ++k) {
+    if (written[k]) continue;
+    hlo::Dims order = lower::dense_order(results[k].dims, laid_out.strides[k]);
+    ret.push_back(b.reshape(order.empty() ? outs[k] : b.transpose(outs[k], order), {results[k].numel()}));
+  }
   // New contents of each written storage, in order of first write; later writes build on earlier.
   std::vector<std::pair<Storage*, hlo::Value>> bases;
   for (size_t j = 0; j < c.writes.size(); ++j) {
@@ -255,10 +259,10 @@ hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::V
   return ret;
 }
 
-Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> results) {
+Program build(const OpCall& c, const Params& p, Results results) {
   hlo::Module m;
   hlo::Values params(p.storage.size());
-  std::vector<int> donate_to = donation_targets(c, p, results.size());
+  std::vector<int> donate_to = donation_targets(c, p, results.types.size());
   for (size_t q = 0; q < p.storage.size(); ++q)
     if (!p.zero(q)) params[q] = m.arg(p.type[q], donate_to[q]);
   hlo::Builder& b = m.builder();
@@ -266,7 +270,7 @@ Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> res
     if (p.zero(q)) params[q] = b.splat(p.type[q], 0);
   std::vector<DeviceCheck> checks;
   m.ret(emit(b, c, p, params, results, checks));
-  return Program{m.str(), std::move(results), "", std::move(checks)};
+  return Program{m.str(), std::move(results.types), "", std::move(checks), std::move(results.strides)};
 }
 
 void Storage::settle(DType as) {
@@ -347,6 +351,7 @@ Launched launch(OpCall& c, const InferResults& infer_results) {
 
   Launched result;
   result.types = compiled->results;
+  result.strides = compiled->strides;
   auto written = written_storages(c, p);
   size_t checks = compiled->checks.size(), fresh = outs.size() - written.size() - checks;
   for (size_t k = 0; k < outs.size(); ++k) {

@@ -118,8 +118,18 @@ struct OpCall {
 struct Launched {
   std::vector<Contents> results;
   std::vector<hlo::TensorType> types;  // logical type of every result
+  std::vector<hlo::Dims> strides;      // per result, its strides where they are not row-major, else empty
 };
-using InferResults = std::function<std::vector<hlo::TensorType>()>;
+// An op's results as PyTorch lays them out: their logical types, and the strides of those that keep an
+// input's dense layout (a pointwise op on a channels_last or transposed input); empty: row-major.
+struct Results {
+  std::vector<hlo::TensorType> types;
+  std::vector<hlo::Dims> strides;
+  Results(std::vector<hlo::TensorType> t = {}, std::vector<hlo::Dims> s = {}) : types(std::move(t)), strides(std::move(s)) {
+    strides.resize(types.size());
+  }
+};
+using InferResults = std::function<Results()>;
 // Strict eager: runs `call` now. `infer_results` gives the results' logical types; it is called only
 // when the program is not cached.
 Launched launch(OpCall& call, const InferResults& infer_results);

@@ -41,14 +41,14 @@ std::vector<std::pair<Storage*, hlo::TensorType>> written_storages(const OpCall&
 
 // The op's body: reads its inputs' views from `params` (one value per parameter), applies its rule
 // (whose results must have the types `results`), and writes back. Returns the results not written
-// anywhere (flat), then each written storage's new contents (flat), in order of first write, then the
-// status of each device-side check the rule made (described in `checks`).
-hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::Values& params,
-                 const std::vector<hlo::TensorType>& results, std::vector<DeviceCheck>& checks);
+// anywhere (flat, laid out by their strides), then each written storage's new contents (flat), in
+// order of first write, then the status of each device-side check the rule made (described in `checks`).
+hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::Values& params, const Results& results,
+                 std::vector<DeviceCheck>& checks);
 
 // The whole program of one op (Strict): its parameters, `emit`, its outputs (written storages' old
 // buffers aliased to their new contents, for donation).
-Program build(const OpCall& c, const Params& p, std::vector<hlo::TensorType> results);
+Program build(const OpCall& c, const Params& p, Results results);
 
 // Held while ops read and replace storage contents (launch, record, flush), so that Python threads
 // sharing tensors never race on a storage (recursive: a flush or a copy may run inside an op).
