@@ -188,6 +188,21 @@ def test_outputs_alias_inputs():
     assert copy_.cpu().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
 
 
+def test_results_keep_channels_last_and_transposed_layouts():
+    def fn(x, w):
+        y = F.conv2d(x, w, padding=1).relu() * 2
+        return y, y.sum(1), x.permute(0, 2, 3, 1).sin()
+    x = torch.randn(2, 3, 6, 5).contiguous(memory_format=torch.channels_last)
+    w = torch.randn(4, 3, 3, 3).contiguous(memory_format=torch.channels_last)
+    expected = fn(x, w)
+    compiled = torch.compile(fn, backend="tpu")
+    for _ in range(2):  # the capture, then a replay
+        got = compiled(x.to("tpu"), w.to("tpu"))
+        for g, e in zip(got, expected):
+            assert g.stride() == e.stride()
+            torch.testing.assert_close(g.cpu(), e, rtol=1e-4, atol=1e-4)
+
+
 def test_inference_under_no_grad_and_autocast():
     torch.manual_seed(0)
     lin = nn.Linear(16, 8)
