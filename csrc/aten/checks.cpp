@@ -116,11 +116,18 @@ ArgCheck arg_check_for(const std::string& name) {
   if (base == "mul_" || base == "addcmul_" || base == "addcdiv_")
     return [](const std::string& name, Args args) {
       // their meta kernels skip TensorIterator's check that the result type casts to self's
+      const at::Tensor& self_arg = args[0].toTensor();
+      size_t n = base_of(name) == "mul_" ? 2 : 3;
+      // only a complex result fails to cast to a floating self, and nothing fails for a complex one
+      auto complex_at = [&](size_t i) {
+        return args[i].isTensor() ? args[i].toTensor().is_complex() : args[i].toScalar().isComplex();
+      };
+      if (self_arg.is_complex() || (self_arg.is_floating_point() && !complex_at(1) && (n < 3 || !complex_at(2)))) return;
       at::native::ResultTypeState state;
-      for (size_t i = 0; i < (base_of(name) == "mul_" ? 2 : 3); ++i)
+      for (size_t i = 0; i < n; ++i)
         state = args[i].isTensor() ? at::native::update_result_type_state(args[i].toTensor(), state)
                                    : at::native::update_result_type_state(args[i].toScalar(), state);
-      at::ScalarType result = at::native::result_type(state), self = args[0].toTensor().scalar_type();
+      at::ScalarType result = at::native::result_type(state), self = self_arg.scalar_type();
       TORCH_CHECK(at::canCast(result, self), "result type ", result, " can't be cast to the desired output type ", self);
     };
   if (base == "masked_fill" || base == "masked_fill_")

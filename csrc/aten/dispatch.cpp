@@ -39,6 +39,11 @@ bool reads_index_lists(const std::string& name);
 
 // What dispatch needs to know of an operator, worked out at its first call, so that a cached call does
 // no name building, rule lookup or string comparison.
+// Where CPU's results differ from the meta kernel's: fixed in infer, chosen once per op (OpEntry).
+using ResultFix = void (*)(c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& meta,
+                           std::vector<hlo::TensorType>& types, std::vector<hlo::Dims>& strides);
+ResultFix result_fix_for(const std::string& name);
+
 struct OpEntry {
   c10::OperatorName op;
   std::string name;       // "add.Tensor"
@@ -47,6 +52,7 @@ struct OpEntry {
   ArgCheck check_args = nullptr;
   bool data_dependent = false, gathers = false, index_lists = false;
   bool typed_params = false;  // a ScalarType or Layout parameter, or a conversion to a sparse layout
+  ResultFix fix_results = nullptr;
 
   explicit OpEntry(const c10::OperatorHandle& h) : op(h.operator_name()) {
     std::string base = op.name.substr(op.name.find("::") + 2);
@@ -54,6 +60,7 @@ struct OpEntry {
     qualified = op.name + (op.overload_name.empty() ? "" : "." + op.overload_name);
     rule = lower::find_for_call(name);
     check_args = arg_check_for(name);
+    fix_results = result_fix_for(name);
     data_dependent = aten::data_dependent(name);
     gathers = aten::gathers(name);
     index_lists = reads_index_lists(name);
@@ -382,10 +389,8 @@ void pointwise_out_compute_types(const c10::OperatorHandle& op, c10::ArrayRef<c1
 
 // Normalization statistics: PyTorch's meta kernels say float32, CPU keeps the input's dtype unless its
 // parameters are float32 (mixed precision), and batch norm in eval mode saves none (size 0).
-void stat_types_like_cpu(const std::string& name, c10::ArrayRef<c10::IValue> args, std::vector<hlo::TensorType>& types) {
-  bool layer = name == "native_layer_norm";
-  bool batch = name.rfind("_native_batch_norm_legit", 0) == 0;
-  if ((!layer && !batch) || types.size() < 3) return;
+void stat_types_like_cpu(c10::ArrayRef<c10::IValue> args, std::vector<hlo::TensorType>& types, bool layer, bool eval) {
+  if (types.size() < 3) return;
   const at::Tensor& x = args[0].toTensor();
   DType param = to_dtype(x.scalar_type());
   for (size_t i = layer ? 2 : 1; i < (layer ? 4u : 5u) && i < args.size(); ++i)
@@ -394,12 +399,44 @@ void stat_types_like_cpu(const std::string& name, c10::ArrayRef<c10::IValue> arg
       break;
     }
   if (x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kHalf) param = types[1].dtype;
-  bool eval = name == "_native_batch_norm_legit_no_training" ||
-              (name == "_native_batch_norm_legit_functional" && !args[5].toBool());
   for (size_t k : {1, 2}) {
     types[k].dtype = param;
     if (eval) types[k].dims = {0};
   }
+}
+
+ResultFix result_fix_for(const std::string& name) {
+  using Args = c10::ArrayRef<c10::IValue>;
+  using Metas = const std::vector<at::Tensor>&;
+  using Types = std::vector<hlo::TensorType>&;
+  using Strides = std::vector<hlo::Dims>&;
+  if (name == "native_layer_norm")
+    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, true, false); };
+  if (name == "_native_batch_norm_legit_no_training")
+    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, false, true); };
+  if (name == "_native_batch_norm_legit_functional")
+    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, false, !args[5].toBool()); };
+  if (name.rfind("_native_batch_norm_legit", 0) == 0)
+    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, false, false); };
+  // the meta kernel lays convolutions out row-major; CPU and CUDA keep a channels_last input's or weight's layout
+  if (name == "convolution")
+    return [](Args args, Metas meta, Types, Strides strides) {
+      const at::Tensor& out = meta[0];
+      for (int i : {0, 1}) {
+        c10::MemoryFormat f = args[i].toTensor().suggest_memory_format();
+        if (out.dim() == 4 && f == c10::MemoryFormat::ChannelsLast) strides[0] = c10::get_channels_last_strides_2d(out.sizes());
+        if (out.dim() == 5 && f == c10::MemoryFormat::ChannelsLast3d) strides[0] = c10::get_channels_last_strides_3d(out.sizes());
+        if (!strides[0].empty()) return;
+      }
+    };
+  // margin losses of one 1-D sample, unreduced: CPU returns a 0-d loss, the meta kernels a [1] one
+  if (name == "multi_margin_loss" || name == "multilabel_margin_loss_forward")
+    return [](Args args, Metas, Types types, Strides strides) {
+      if (args[0].toTensor().dim() != 1 || types[0].dims != hlo::Dims{1}) return;
+      types[0].dims = {};
+      strides[0] = {};
+    };
+  return nullptr;
 }
 
 // A Tensor?[] argument. The TorchScript interpreter passes one as a GenericList (List[Optional[Tensor]]),
@@ -588,17 +625,6 @@ void reject_unsupported_tensors(const c10::OperatorHandle& op, c10::ArrayRef<c10
     if (base == std::string("aten::_to_sparse_") + suffix || base == std::string("aten::to_sparse_") + suffix) layout(l);
 }
 
-// The meta kernel lays convolutions out row-major; CPU and CUDA keep a channels_last input's or
-// weight's layout.
-hlo::Dims convolution_strides(c10::ArrayRef<c10::IValue> args, const at::Tensor& out) {
-  for (int i : {0, 1}) {
-    c10::MemoryFormat f = args[i].toTensor().suggest_memory_format();
-    if (out.dim() == 4 && f == c10::MemoryFormat::ChannelsLast) return c10::get_channels_last_strides_2d(out.sizes());
-    if (out.dim() == 5 && f == c10::MemoryFormat::ChannelsLast3d) return c10::get_channels_last_strides_3d(out.sizes());
-  }
-  return {};
-}
-
 Launched run(OpCall& call, const InferResults& infer, c10::ArrayRef<c10::IValue> args) {
   try {
     return mode() == Mode::Fuse ? record(call, infer) : launch(call, infer);
@@ -754,15 +780,8 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       strides.push_back(m.out.empty() && t.is_non_overlapping_and_dense() && t.strides() != c10::contiguous_strides(t.sizes())
                             ? t.strides().vec()
                             : hlo::Dims{});
-    if (name == "convolution" && m.out.empty()) strides[0] = convolution_strides(args, outs[0]);
     if (!m.out.empty()) pointwise_out_compute_types(op, args, types);
-    stat_types_like_cpu(name, args, types);
-    // margin losses of one 1-D sample, unreduced: CPU returns a 0-d loss, the meta kernels a [1] one
-    if ((name == "multi_margin_loss" || name == "multilabel_margin_loss_forward") && args[0].toTensor().dim() == 1 &&
-        types[0].dims == hlo::Dims{1}) {
-      types[0].dims = {};
-      strides[0] = {};
-    }
+    if (entry.fix_results) entry.fix_results(args, outs, types, strides);
     return Results(std::move(types), std::move(strides));
   };
 

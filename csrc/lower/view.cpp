@@ -30,8 +30,8 @@ bool View::covers(const TensorType& base) const {
 Dims dense_order(const Dims& sizes, const Dims& strides) {
   // size-1 dims never step, so their strides say nothing: they keep their places, the others are
   // ordered by stride among the remaining places
-  Dims stepping;
   if (strides.size() != sizes.size() || std::find(sizes.begin(), sizes.end(), 0) != sizes.end()) return {};
+  Dims stepping;
   for (size_t d = 0; d < sizes.size(); ++d)
     if (sizes[d] != 1) stepping.push_back(static_cast<int64_t>(d));
   std::stable_sort(stepping.begin(), stepping.end(), [&](int64_t a, int64_t b) { return strides[a] > strides[b]; });
