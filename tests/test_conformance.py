@@ -631,20 +631,74 @@ def test_out_wider_dtype_computes_in_result_type(call):
     same(lambda d: call(d).cpu())
 
 
-# ------------------------------------------------------------- complex32: unsupported, with a clear message
-@pytest.mark.parametrize("call", [
-    lambda: torch.tensor([1.0, 0.0], dtype=torch.half, device="tpu") + (1 + 0j),   # promotion gives complex32
-    lambda: torch.tensor([1.0, 0.0], dtype=torch.half, device="tpu") * torch.tensor([1j], device="tpu").to(torch.chalf),
-    lambda: torch.tensor([1.0, 0.0], dtype=torch.half, device="tpu").to(torch.chalf),
-    lambda: torch.ones(2, dtype=torch.chalf).to("tpu"),
-], ids=["half_plus_complex", "mul", "to", "from_cpu"])
-def test_complex32_not_supported(call):
+# ------------------------------------------------------------- complex32: stored as u32, computed as complex64
+def chalf(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.complex(torch.randn(*shape, generator=g), torch.randn(*shape, generator=g)).to(torch.chalf)
+
+
+def bits(x):
+    """A complex32 tensor's halves as float16 (CPU has no torch.equal for complex32)."""
+    return torch.view_as_real(x.cpu())
+
+
+@pytest.mark.parametrize("fn", [
+    lambda d: chalf(2, 3).to(d),
+    lambda d: chalf(4).to(d) + chalf(4, seed=1).to(d),
+    lambda d: torch.tensor([1.0, -2.5], dtype=torch.half, device=d) + (1 + 2j),  # promotion gives complex32
+    lambda d: torch.tensor([0.5, 3.0], dtype=torch.half, device=d) * chalf(2).to(d),
+    lambda d: torch.randn(5, dtype=torch.float64, generator=torch.Generator().manual_seed(0)).to(d).to(torch.chalf),
+    lambda d: chalf(5).to(d).to(torch.complex64),
+    lambda d: torch.complex(torch.ones(3, dtype=torch.half, device=d), torch.arange(3, dtype=torch.half, device=d)),
+    lambda d: torch.view_as_complex(torch.arange(6, dtype=torch.half, device=d).view(3, 2)),
+    lambda d: torch.view_as_real(chalf(3).to(d)),
+    lambda d: chalf(2, 4).to(d).view(torch.float32),
+    lambda d: chalf(4).view(torch.float32).to(d).view(torch.chalf),
+    lambda d: chalf(4, 3).to(d).t().conj().resolve_conj(),
+    lambda d: torch.cat([chalf(2).to(d), chalf(3, seed=1).to(d)]),
+    lambda d: chalf(3).to(d).real,
+    lambda d: torch.full((2,), 1 - 3j, dtype=torch.chalf, device=d),
+], ids=["roundtrip", "add", "half_plus_complex", "mul_half", "from_f64", "to_c64", "complex", "view_as_complex",
+        "view_as_real", "view_f32", "view_chalf", "t_conj", "cat", "real", "full"])
+def test_complex32_values(fn):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "ComplexHalf support is experimental"
-        assert (torch.tensor([1.0, 0.0], dtype=torch.half) + (1 + 0j)).dtype == torch.complex32  # CPU has it
-        with pytest.raises(RuntimeError, match=r"complex32 .*is not supported on tpu") as e:
-            call()
-    assert not isinstance(e.value, TypeError) and "unsupported operand" not in str(e.value)
+        cpu, tpu = fn("cpu"), fn("tpu")
+    assert tpu.device.type == "tpu" and tpu.dtype == cpu.dtype and tpu.shape == cpu.shape
+    if cpu.dtype == torch.chalf:
+        cpu, tpu = bits(cpu), bits(tpu)
+    # products round once from complex64 on tpu, as on CPU; sums of halves are exact in float32
+    assert torch.equal(tpu.cpu(), cpu)
+
+
+def test_complex32_writes_and_reductions():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        x, y = chalf(6), chalf(6, seed=1)
+        a = x.to("tpu")
+        a[1:3] = y[:2].to("tpu")  # a write into part of a complex32 storage
+        a[::2] += y[::2].to("tpu")  # a strided in-place update
+        expected = x.clone()
+        expected[1:3] = y[:2]
+        expected[::2] += y[::2]
+        assert torch.equal(bits(a), bits(expected))
+        s = a.sum()  # CPU has no complex32 sum: float64 reference, rounded to complex32
+        ref = expected.to(torch.complex128).sum()
+        assert s.dtype == torch.chalf
+        assert_close(s.to(torch.complex128), ref, atol=2e-3, rtol=1e-3)
+        m = (a.view(2, 3) @ y.view(3, 2).to("tpu")).to(torch.complex128)
+        assert_close(m, expected.view(2, 3).to(torch.complex128) @ y.view(3, 2).to(torch.complex128), atol=1e-2, rtol=2e-3)
+
+
+def test_complex32_compiled():
+    x = chalf(5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fn = torch.compile(lambda a: a * a + 1, backend="tpu")
+        got = fn(x.to("tpu"))
+    # each op's result is complex32, as in eager: the product rounds before the sum
+    square = (x.to(torch.complex64) * x.to(torch.complex64)).to(torch.chalf)
+    assert torch.equal(bits(got), bits((square.to(torch.complex64) + 1).to(torch.chalf)))
 
 
 # ------------------------------------------------------------- TorchScript: Tensor?[] arrives as a GenericList

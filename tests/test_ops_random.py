@@ -45,6 +45,45 @@ def test_normal(dtype):
     assert x.abs().max() > 3.5
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.complex32])
+@pytest.mark.parametrize("lo,hi", [(2, 4), (-4, -2), (-1e-3, 1e-3)])
+def test_uniform_narrow_types_stay_below_to(dtype, lo, hi):
+    # computed wider, then rounded toward `from` as CPU's draws: to-nearest would give `hi` itself
+    # (2 + 2047/1024 rounds up to 4.0 in float16); every grid value of [lo, hi) keeps an equal share
+    x = empty(dtype, 4 * N).uniform_(lo, hi).cpu()
+    parts = torch.view_as_real(x) if dtype == torch.complex32 else x
+    lo, hi = (torch.tensor(v, dtype=parts.dtype).item() for v in (lo, hi))  # CPU's bounds: of the dtype
+    assert parts.min().item() >= lo and parts.max().item() < hi
+    if (lo, hi) == (2, 4) and dtype == torch.float16:
+        counts = torch.bincount(((parts.float() - 2) * 512).long(), minlength=1024).double()
+        assert counts.min().item() > 0.5 * counts.mean().item()
+
+
+@pytest.mark.parametrize("dtype", [torch.complex32, torch.complex64, torch.complex128])
+def test_complex_draws_both_parts(dtype):
+    # CPU draws view_as_real(self): randn's parts have variance 1/2 each, uniform_ and normal_ apply to
+    # both parts (normal_'s mean too, its std divided by sqrt(2))
+    z = torch.randn(N, dtype=dtype, device="tpu").cpu().to(torch.complex128)
+    for part in (z.real, z.imag):
+        assert abs(part.mean().item()) < 0.02 and abs(part.var().item() - 0.5) < 0.02
+    u = empty(dtype).uniform_(2, 4).cpu().to(torch.complex128)
+    for part in (u.real, u.imag):
+        assert part.min().item() >= 2 and part.max().item() < 4 and abs(part.mean().item() - 3) < 0.02
+    w = empty(dtype).normal_(3, 2).cpu().to(torch.complex128)
+    for part in (w.real, w.imag):
+        assert abs(part.mean().item() - 3) < 0.05 and abs(part.std().item() - 2 ** 0.5) < 0.05
+
+
+def test_normal_of_complex_mean():
+    # PyTorch's meta kernel fails on a complex mean (it compares std with 0 as complex); CPU accepts it
+    mean = torch.full((N,), 1 + 2j)
+    x = torch.normal(mean.to("tpu"), 2.0)
+    assert x.dtype == torch.complex64 and x.device.type == "tpu"
+    x = x.cpu()
+    assert abs(x.real.mean().item() - 1) < 0.05 and abs(x.imag.mean().item() - 2) < 0.05
+    assert abs(x.real.std().item() - 2 ** 0.5) < 0.05 and abs(x.imag.std().item() - 2 ** 0.5) < 0.05
+
+
 def test_normal_tensor_overloads():
     mean = torch.tensor([-10.0, 0.0, 10.0], device="tpu").repeat(N // 3)
     x = torch.normal(mean, 0.5).cpu().reshape(-1, 3)

@@ -92,7 +92,6 @@ def test_complex_polar():
     both_raise(RuntimeError, torch.polar, torch.ones(2, dtype=torch.int32), torch.ones(2, dtype=torch.int32))
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeError, reason="the tpu glue has no ComplexHalf dtype (csrc/core/dtype.h)")
 def test_complex_half():
     check(lambda a, b: torch.view_as_real(torch.complex(a, b)), torch.randn(3).half(), torch.randn(3).half())
 

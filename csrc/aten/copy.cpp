@@ -33,7 +33,7 @@ std::shared_ptr<pjrt::Buffer> small_storage_buffer(const at::Tensor& src) {
 std::shared_ptr<pjrt::Buffer> upload(const at::Tensor& host, int device) {
   Runtime& rt = Runtime::get();
   return std::make_shared<pjrt::Buffer>(rt.client().to_device(
-      host.data_ptr(), to_dtype(host.scalar_type()), {host.numel()}, rt.device(device)));
+      host.data_ptr(), storage_dtype(to_dtype(host.scalar_type())), {host.numel()}, rt.device(device)));
 }
 
 }  // namespace

@@ -261,9 +261,11 @@ c10::IValue to_cpu(const c10::IValue& v) {
 }
 
 // PyTorch's meta kernel rejected a call. Meta and CPU kernels do not always agree on the exception
-// type (IndexError or RuntimeError), so CPU's kernel, run on copies, decides what the user sees;
-// should it accept the call, the meta kernel's error stands. Only on this error path: a host sync.
-[[noreturn]] void raise_like_cpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
+// type (IndexError or RuntimeError), so CPU's kernel, run on copies, decides what the user sees: its
+// error, or, should it accept the call (a Python meta kernel that fails on what CPU accepts, such as
+// normal's of a complex mean), its results, whose types stand in for the meta kernel's. Only on this
+// error path: a host sync.
+torch::jit::Stack results_like_cpu(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   std::exception_ptr meta_error = std::current_exception();
   torch::jit::Stack cpu;
   try {
@@ -272,7 +274,7 @@ c10::IValue to_cpu(const c10::IValue& v) {
     std::rethrow_exception(meta_error);
   }
   op.callBoxed(&cpu);
-  std::rethrow_exception(meta_error);
+  return cpu;
 }
 
 void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
@@ -758,7 +760,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     try {
       meta = run_meta(op, args);
     } catch (const std::exception&) {
-      raise_like_cpu(op, args);
+      meta = results_like_cpu(op, args);
     }
     std::vector<at::Tensor> outs;
     for (const c10::IValue& v : meta) flatten(v, outs);

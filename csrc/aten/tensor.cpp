@@ -17,7 +17,7 @@ constexpr std::pair<at::ScalarType, DType> kTypes[] = {
     {at::kDouble, DType::F64}, {at::kComplexFloat, DType::C64}, {at::kComplexDouble, DType::C128},
     {at::kFloat8_e5m2, DType::F8E5M2}, {at::kFloat8_e4m3fn, DType::F8E4M3FN},
     {at::kFloat8_e5m2fnuz, DType::F8E5M2FNUZ}, {at::kFloat8_e4m3fnuz, DType::F8E4M3FNUZ},
-    {at::kFloat8_e8m0fnu, DType::F8E8M0FNU},
+    {at::kFloat8_e8m0fnu, DType::F8E8M0FNU}, {at::kComplexHalf, DType::C32},
 };
 
 void delete_storage(void* ctx) { delete static_cast<Storage*>(ctx); }
@@ -46,8 +46,8 @@ REGISTER_ALLOCATOR(c10::DeviceType::PrivateUse1, &the_allocator);
 DType to_dtype(at::ScalarType t) {
   for (auto [theirs, ours] : kTypes)
     if (theirs == t) return ours;
-  // A RuntimeError, not a TypeError: Python turns a TypeError inside a binary operator (half + 1j gives
-  // complex32) into "unsupported operand type(s)", hiding this message.
+  // A RuntimeError, not a TypeError: Python turns a TypeError inside a binary operator into
+  // "unsupported operand type(s)", hiding this message.
   TORCH_CHECK(false, "tpu: dtype torch.", c10::getDtypeNames(t).first, " (", t, ") is not supported on tpu");
 }
 

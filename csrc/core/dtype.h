@@ -10,8 +10,9 @@ enum class DType : uint8_t {
   Pred, S8, S16, S32, S64, U8, U16, U32, U64,
   F16, BF16, F32, F64, C64, C128,
   F8E5M2, F8E4M3FN, F8E5M2FNUZ, F8E4M3FNUZ, F8E8M0FNU,
+  C32,  // complex32 (torch.chalf): no XLA type; stored as U32, computed as C64 (storage_dtype, compute_dtype)
 };
-inline constexpr int kNumDTypes = 20;
+inline constexpr int kNumDTypes = 21;
 
 struct DTypeInfo {
   std::string_view name;  // short name, also numpy/ml_dtypes-ish ("f32", "bf16", "pred")
@@ -41,10 +42,22 @@ inline constexpr DTypeInfo kDTypeInfo[kNumDTypes] = {
     {"f8e5m2fnuz", "f8E5M2FNUZ", 1, true, false, false, false},
     {"f8e4m3fnuz", "f8E4M3FNUZ", 1, true, false, false, false},
     {"f8e8m0fnu", "f8E8M0FNU", 1, true, false, false, false},
+    {"c32", "complex<f16>", 4, false, false, false, true},
 };
 
 inline const DTypeInfo& info(DType t) { return kDTypeInfo[static_cast<int>(t)]; }
 inline int byte_size(DType t) { return info(t).bytes; }
+
+// A complex dtype's real and imaginary part type; any other dtype itself.
+inline DType real_part(DType t) {
+  return t == DType::C64 ? DType::F32 : t == DType::C128 ? DType::F64 : t == DType::C32 ? DType::F16 : t;
+}
+
+// A dtype XLA lacks lives in device buffers as one it has, of the same bytes (complex32: a u32 holding
+// the real half in its low bytes, the imaginary half in its high ones, as in host memory) ...
+inline DType storage_dtype(DType t) { return t == DType::C32 ? DType::U32 : t; }
+// ... and is computed in a wider one: a rule never sees it (lower::read_view and to_storage convert).
+inline DType compute_dtype(DType t) { return t == DType::C32 ? DType::C64 : t; }
 
 // Returns false when `name` names no dtype.
 inline bool dtype_from_name(std::string_view name, DType* out) {

@@ -75,7 +75,7 @@ std::string scalar_lit(DType t, double re, double im) {
   const DTypeInfo& i = info(t);
   if (t == DType::Pred) return re != 0 ? "true" : "false";
   if (i.is_complex) {
-    DType part = t == DType::C64 ? DType::F32 : DType::F64;
+    DType part = real_part(t);
     return cat("(", float_lit(part, re), ", ", float_lit(part, im), ")");
   }
   if (i.is_float) return float_lit(t, re);

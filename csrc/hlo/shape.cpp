@@ -101,7 +101,6 @@ void check_size(Op op, const Dims& ds, int64_t n, const char* what) {
 }
 bool contains(const Dims& ds, int64_t d) { return std::find(ds.begin(), ds.end(), d) != ds.end(); }
 Dims fill(const Dims& d, int64_t rank, int64_t v) { return d.empty() ? Dims(rank, v) : d; }
-DType real_of(DType t) { return t == DType::C64 ? DType::F32 : t == DType::C128 ? DType::F64 : t; }
 int bits(DType t) { return t == DType::Pred ? 1 : 8 * byte_size(t); }
 
 // Size of a strided window sweep over a dilated, padded dimension.
@@ -155,7 +154,7 @@ TensorType unary(Op op, const TensorType& x) {
   if (op_arity(op) != 1) fail(op, "not a unary elementwise op");
   check_type(op, x);
   check_class(op, row(op).types, x.dtype);
-  DType r = row(op).res == Res::Pred ? DType::Pred : row(op).res == Res::Real ? real_of(x.dtype) : x.dtype;
+  DType r = row(op).res == Res::Pred ? DType::Pred : row(op).res == Res::Real ? real_part(x.dtype) : x.dtype;
   return {r, x.dims};
 }
 

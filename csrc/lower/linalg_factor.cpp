@@ -377,7 +377,7 @@ Values sytf2(Builder& b, Value M, bool herm) {  // herm: hetf2 (complex Hermitia
       [&](Builder& w, const Values& s) {
         Value k = s[0], W = s[1], piv = s[2], info = s[3], k1 = w.add(k, I32(w, 1)), k2 = w.add(k, I32(w, 2));
         auto F = [&](double x) { return w.splat({t, {}}, x); };
-        auto FR = [&](double x) { return w.splat({is_complex(t) ? (t == DType::C64 ? DType::F32 : DType::F64) : t, {}}, x); };
+        auto FR = [&](double x) { return w.splat({real_part(t), {}}, x); };
         Value R1 = iota(w, {n}, 0), R = iota(w, d, 0), C = iota(w, d, 1);
         Value col = w.reshape(col_of(w, W, k), {n});
         auto mag = [&](Value v) { return herm ? w.unary(Op::Abs, re(w, v)) : cabs1(w, v); };

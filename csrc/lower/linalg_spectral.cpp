@@ -33,7 +33,6 @@ Value flat3(Ctx& c, Value x) {
 }
 // Complex support: the algorithms are written once, with conjugates that are no-ops for real types.
 bool cx(const Value& x) { return is_complex(x.type.dtype); }
-DType rtype(DType t) { return t == DType::C64 ? DType::F32 : t == DType::C128 ? DType::F64 : t; }
 Value re(Builder& b, Value x) { return cx(x) ? b.unary(Op::Real, x) : x; }
 Value conj(Builder& b, Value x) {
   return cx(x) ? b.binary(Op::Complex, b.unary(Op::Real, x), b.unary(Op::Neg, b.unary(Op::Imag, x))) : x;
@@ -96,7 +95,7 @@ Values householder_step(Builder& b, Value a, Value k) {
   Value below = b.compare(row, kk, Cmp::GT), at = b.compare(row, kk, Cmp::EQ);
   Value tail = b.select(below, col, z);
   Dims s3{B, 1, 1};
-  DType rt = rtype(t);
+  DType rt = real_part(t);
   Value alpha = b.reshape(sum(b, b.select(at, col, z), {1, 2}), s3), xn2 = b.reshape(sum(b, abs2(b, tail), {1, 2}), s3);
   Value a2 = abs2(b, alpha), ar = re(b, alpha), rz = K(b, rt, 0, s3);
   Value norm = b.unary(Op::Sqrt, b.add(a2, xn2));
@@ -211,7 +210,7 @@ Value schedule(Builder& b, int64_t n) {
 // J[q,q] = c, J[p,q] = s e^(i phi), J[q,p] = -s e^(-i phi), t = s/c = sign(theta) / (|theta| + sqrt(theta^2 + 1)),
 // theta = (M_qq - M_pp) / (2 |M_pq|), e^(i phi) = M_pq / |M_pq| (the sign of M_pq for real M).
 Value rotation(Builder& b, Value M, Value partner) {
-  DType ct_ = M.type.dtype, t = rtype(ct_);
+  DType ct_ = M.type.dtype, t = real_part(ct_);
   int64_t B = M.type.dims[0], n = M.type.dims[1];
   Dims bn{B, n}, bnn{B, n, n};
   Value self = b.iota({DType::S64, {n}}, 0);
@@ -240,7 +239,7 @@ double eps_of(DType t) { return t == DType::F64 ? 2.220446049250313e-16 : 1.1920
 // Jacobi runs in float64 for every input (float32 rotations lose 10-100x the accuracy of LAPACK's float32
 // results) until the off-diagonal part is below eps times the norm: float64's eps, or 1e-10 for narrower types.
 Value f64(Ctx& c, Value x) { return convert(c.b, x, cx(x) ? DType::C128 : DType::F64); }
-double jacobi_eps(const Value& a) { return rtype(a.type.dtype) == DType::F64 ? eps_of(DType::F64) : 1e-10; }
+double jacobi_eps(const Value& a) { return real_part(a.type.dtype) == DType::F64 ? eps_of(DType::F64) : 1e-10; }
 
 // Jacobi sweeps over (B, n, n) M until `measure` of the state is <= 0, at most 30 sweeps. `step`
 // receives the round's rotations and the state and returns the new state; state[0] is the matrix the
@@ -249,7 +248,7 @@ Values jacobi(Builder& b, int64_t n, const Values& state, const std::function<Va
               const std::function<Values(Builder&, Value, const Values&)>& step,
               const std::function<Value(Builder&, Value)>& measure) {
   if (n < 2) return state;
-  DType t = rtype(state[0].type.dtype);
+  DType t = real_part(state[0].type.dtype);
   int64_t rounds = n - 1 + (n & 1), limit = rounds * 30;
   Value table = schedule(b, n);
   Values init{I64(b, 0), K(b, t, 1)};
@@ -295,7 +294,7 @@ std::pair<Value, Value> eigh_of(Builder& b, Value a, bool lower, double eps) {
   Value strict = b.select(tri, a, zeros(b, a.type));
   Value dg = b.convert(re(b, b.select(cmp_iota(b, a.type.dims, 1, Cmp::EQ, 2), a, zeros(b, a.type))), t);
   a = b.add(b.add(strict, ct(b, strict)), dg);
-  Value norm2 = sum(b, abs2(b, a), {0, 1, 2}), tol = b.mul(norm2, K(b, rtype(t), eps * eps));
+  Value norm2 = sum(b, abs2(b, a), {0, 1, 2}), tol = b.mul(norm2, K(b, real_part(t), eps * eps));
   Values r = jacobi(
       b, n, {a, eye(b, t, B, n, n)}, [](Builder&, const Values& s) { return s[0]; },
       [](Builder& w, Value J, const Values& s) { return Values{mm(w, mmH(w, J, s[0]), J), mm(w, s[1], J)}; },
@@ -320,7 +319,7 @@ Values linalg_eigh(Ctx& c) {
 std::tuple<Value, Value, Value> svd_of(Builder& b, Value a, bool full, bool uv, double eps) {
   int64_t B = a.type.dims[0], m = a.type.dims[1], n = a.type.dims[2];
   DType t = a.type.dtype;
-  DType rt = rtype(t);
+  DType rt = real_part(t);
   Value tiny = K(b, rt, 1e-30);
   Values r = jacobi(
       b, n, {a, eye(b, t, B, n, n)}, [](Builder& w, const Values& s) { return mmH(w, s[0], s[0]); },
@@ -342,7 +341,7 @@ std::tuple<Value, Value, Value> svd_of(Builder& b, Value a, bool full, bool uv, 
   // scale column j by the phase of R_jj (its sign for real types), so that U_j = W_j / S_j
   Value rd = diag(b, rows(b, p, n)), ar = b.unary(Op::Sqrt, abs2(b, rd));  // (B, n)
   Value zero = b.compare(ar, zeros(b, ar.type), Cmp::EQ);
-  Value sg = b.select(zero, K(b, t, 1, rd.type.dims), b.div(rd, b.convert(b.select(zero, K(b, rtype(t), 1, ar.type.dims), ar), t)));
+  Value sg = b.select(zero, K(b, t, 1, rd.type.dims), b.div(rd, b.convert(b.select(zero, K(b, real_part(t), 1, ar.type.dims), ar), t)));
   sg = b.pad(sg, K(b, t, 1), {0, 0}, {0, m - n});
   q = b.mul(q, bcast(b, sg, {B, m, m}, {0, 2}));
   return {full ? q : cols(b, q, n), sv, v};
@@ -377,12 +376,12 @@ Values linalg_lstsq(Ctx& c) {
   }
   a = f64(c, flat3(c, broadcast_to(c.b, a, as)));
   y = convert(c.b, flat3(c, broadcast_to(c.b, y, ys)), a.type.dtype);
-  DType ct_ = a.type.dtype, t = rtype(ct_);
+  DType ct_ = a.type.dtype, t = real_part(ct_);
   int64_t B = a.type.dims[0], p = std::min(m, n);
   bool wide = m < n;
   auto [u, s, v] = svd_of(c.b, wide ? ct(c.b, a) : a, false, true, eps);
   if (wide) std::swap(u, v);
-  Value rc = c.has(2) ? c.b.reshape(convert(c.b, c.v(2), t), {}) : K(c.b, t, eps_of(rtype(c.out[0].dtype)) * std::max(m, n));
+  Value rc = c.has(2) ? c.b.reshape(convert(c.b, c.v(2), t), {}) : K(c.b, t, eps_of(real_part(c.out[0].dtype)) * std::max(m, n));
   Value smax = p ? c.b.reshape(c.b.slice(s, {0, 0}, {B, 1}), {B}) : K(c.b, t, 0, {B});
   Value thr = c.b.mul(bcast(c.b, rc, {B, p}, {}), bcast(c.b, smax, {B, p}, {0}));
   Value keep = c.b.compare(s, thr, Cmp::GT);

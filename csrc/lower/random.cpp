@@ -58,20 +58,70 @@ Value standard_normal(Ctx& c, const Dims& shape, DType t) {
   return b.mul(radius, b.unary(Op::Cosine, b.mul(scalar_like(b, 2 * M_PI, u2.type), u2)));
 }
 
+// Complex results draw their real and imaginary parts independently, as CPU draws view_as_real(self):
+// the samples of `shape` get a leading dim of 2 (the parts), which `parts_to_complex` pairs up.
+Dims sample_shape(const TensorType& o) {
+  Dims shape = o.dims;
+  if (is_complex(o.dtype)) shape.insert(shape.begin(), 2);
+  return shape;
+}
+Value parts_to_complex(Builder& b, Value parts) {
+  Dims lo(parts.type.dims.size(), 0), hi = parts.type.dims, shape(hi.begin() + 1, hi.end());
+  auto part = [&](int64_t k) {
+    lo[0] = k, hi[0] = k + 1;
+    return b.reshape(b.slice(parts, lo, hi), shape);
+  };
+  Value re = part(0);
+  return b.binary(Op::Complex, re, part(1));
+}
+
+// `x` (from <= x < to, computed wider) as `narrow` holds it, rounded toward `from` as CPU's draws are
+// (to-nearest could give `to` itself).
+Value round_down_to(Builder& b, Value x, DType narrow) {
+  DType bits_t = byte_size(narrow) == 2 ? DType::S16 : DType::S8;
+  Value y = b.convert(x, narrow), bits = b.bitcast_convert(y, bits_t);
+  auto k = [&](double v) { return b.splat(bits.type, v); };
+  Value zero = b.splat(y.type, 0);
+  // one step toward -inf: positive values lose a unit of their bits, negative ones gain one, zero
+  // becomes the smallest negative subnormal
+  Value down = b.select(b.compare(y, zero, hlo::Cmp::GT), b.sub(bits, k(1)),
+                        b.select(b.compare(y, zero, hlo::Cmp::LT), b.add(bits, k(1)), k(bits_t == DType::S16 ? -32767 : -127)));
+  Value rounded_up = b.compare(b.convert(y, x.type.dtype), x, hlo::Cmp::GT);
+  return b.convert(b.select(rounded_up, b.bitcast_convert(down, narrow), y), x.type.dtype);
+}
+
 // uniform_(self, from, to): from + u * (to - from), u with the result type's significand bits.
 Values uniform(Ctx& c) {
   const TensorType& o = c.out[0];
-  DType t = compute_type(o.dtype);
-  Value u = convert(c.b, unit(c, o.dims, digits(o.dtype)), t);
-  Value from = operand(c, 1), to = operand(c, 2);
-  return {result(c, c.b.add(c.b.mul(u, c.b.sub(to, from)), from))};
+  DType part = real_part(o.dtype), t = compute_type(part), stored = real_part(c.stored_dtype(0));
+  Dims shape = sample_shape(o);
+  Value u = convert(c.b, unit(c, shape, digits(stored)), t);
+  Value from = operand(c, 1, t, shape), to = operand(c, 2, t, shape);
+  bool narrow = byte_size(stored) < byte_size(t);
+  if (narrow) {  // CPU's bounds are of the result type
+    from = c.b.convert(c.b.convert(from, stored), t);
+    to = c.b.convert(c.b.convert(to, stored), t);
+  }
+  Value x = c.b.add(c.b.mul(u, c.b.sub(to, from)), from);
+  if (narrow) x = round_down_to(c.b, x, stored);
+  return {result(c, is_complex(o.dtype) ? parts_to_complex(c.b, x) : x)};
 }
 
-// normal_(self, mean, std), normal.Tensor_float / float_Tensor / Tensor_Tensor (mean, std).
+// normal_(self, mean, std), normal.Tensor_float / float_Tensor / Tensor_Tensor (mean, std). A complex
+// sample has parts of variance 1/2; a real mean is added to both parts (CPU's normal_ of view_as_real).
 Value normal_of(Ctx& c, size_t mean, size_t std) {
   const TensorType& o = c.out[0];
-  Value z = standard_normal(c, o.dims, compute_type(o.dtype));
-  return result(c, c.b.add(operand(c, mean), c.b.mul(operand(c, std), z)));
+  DType t = compute_type(o.dtype);
+  Value z = standard_normal(c, sample_shape(o), compute_type(real_part(o.dtype)));
+  if (!is_complex(o.dtype)) return result(c, c.b.add(operand(c, mean), c.b.mul(operand(c, std), z)));
+  z = parts_to_complex(c.b, c.b.mul(z, scalar_like(c.b, M_SQRT1_2, z.type)));
+  Value m = c.v(mean);
+  if (!is_complex(m.type.dtype)) {
+    Value r = convert(c.b, m, real_part(t));
+    m = c.b.binary(Op::Complex, r, r);
+  }
+  Value sd = operand(c, std);
+  return result(c, c.b.add(broadcast_to(c.b, convert(c.b, m, t), o.dims), c.b.mul(sd, z)));
 }
 Values normal_(Ctx& c) { return {normal_of(c, 1, 2)}; }
 Values normal(Ctx& c) { return {normal_of(c, 0, 1)}; }

@@ -51,6 +51,9 @@ struct Ctx {
   const std::vector<TensorType>& out;  // result types, from PyTorch's meta kernels
   hlo::Precision precision;            // torch.set_float32_matmul_precision
   const std::vector<bool>* contiguous = nullptr;  // per input: its view is contiguous (det's LU of A^T)
+  const std::vector<TensorType>* stored = nullptr;  // result types as stored, where `out` computes wider (complex32)
+
+  DType stored_dtype(size_t k) const { return stored ? (*stored)[k].dtype : out[k].dtype; }
 
   const Arg& arg(size_t i) const;
   bool has(size_t i) const { return i < args.size() && args[i].kind != Arg::None; }

@@ -15,7 +15,6 @@ Value IK(Builder& b, const Value& x, int64_t v) {
   int32_t w = static_cast<int32_t>(v);
   return b.constant(x.type, &w, sizeof w);
 }
-DType real_of(DType t) { return t == DType::C128 ? DType::F64 : t == DType::C64 ? DType::F32 : t; }
 
 // The dtype two operands are compared in (PyTorch's result_type, simplified): a Python scalar or a 0-d tensor
 // beside a dimensioned tensor only raises the category (an int tensor with a float scalar compares in float32).
@@ -40,13 +39,13 @@ bool weak(Ctx& c, size_t i, size_t other) {
 
 // complex(real, imag) / polar(abs, angle)
 Values complex_(Ctx& c) {
-  DType rt = real_of(c.out[0].dtype);  // CPU: both parts and an out= tensor agree in dtype
-  if (c.v(0).type.dtype != c.v(1).type.dtype || c.v(0).type.dtype != rt)
+  DType rt = real_part(c.out[0].dtype);  // CPU: both parts and an out= tensor agree in dtype
+  if (c.v(0).type.dtype != c.v(1).type.dtype || c.v(0).type.dtype != real_part(c.stored_dtype(0)))
     c.fail("complex: dtypes of real, imag and out differ");
   return {c.b.binary(Op::Complex, operand(c, 0, rt, c.out[0].dims), operand(c, 1, rt, c.out[0].dims))};
 }
 Values polar(Ctx& c) {
-  DType rt = real_of(c.out[0].dtype);
+  DType rt = real_part(c.out[0].dtype);
   Value r = operand(c, 0, rt, c.out[0].dims), t = operand(c, 1, rt, c.out[0].dims);
   return {c.b.binary(Op::Complex, c.b.mul(r, c.b.unary(Op::Cosine, t)), c.b.mul(r, c.b.unary(Op::Sine, t)))};
 }

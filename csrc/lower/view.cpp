@@ -90,7 +90,12 @@ std::vector<size_t> dense_order(const View& v) {
 Value as_view_dtype(hlo::Builder& b, Value base, DType dtype) {
   DType from = base.type.dtype;
   if (from == dtype) return base;
-  auto component = [](DType c) { return c == DType::C64 ? DType::F32 : DType::F64; };
+  if (dtype == DType::C32) {  // its u32 storage, each element's halves [real, imag] computed as c64
+    Value halves = b.bitcast_convert(as_view_dtype(b, base, DType::U32), DType::F16);  // [n] -> [n, 2]
+    int64_t n = halves.type.dims[0];
+    auto part = [&](int64_t k) { return b.convert(b.reshape(b.slice(halves, {0, k}, {n, k + 1}), {n}), DType::F32); };
+    return b.binary(hlo::Op::Complex, part(0), part(1));
+  }
   if (info(from).is_complex) {  // [n] complex -> [2n] of its component type, then on from there
     int64_t len = base.type.dims[0];
     auto part = [&](hlo::Op op) { return b.reshape(b.unary(op, base), {len, 1}); };
@@ -98,7 +103,7 @@ Value as_view_dtype(hlo::Builder& b, Value base, DType dtype) {
     return as_view_dtype(b, parts, dtype);
   }
   if (info(dtype).is_complex) {  // the component type's [2m] elements, paired into [m] complex
-    Value flat = as_view_dtype(b, base, component(dtype));
+    Value flat = as_view_dtype(b, base, real_part(dtype));
     int64_t len = flat.type.dims[0];
     if (len % 2) throw hlo::Error("view(dtype): an odd number of elements does not divide into complex elements");
     Value pairs = b.reshape(flat, {len / 2, 2});
@@ -126,8 +131,18 @@ Value as_view_dtype(hlo::Builder& b, Value base, DType dtype) {
 
 }  // namespace
 
-Value read_view(hlo::Builder& b, Value base, const View& v, const Value* offset) {
-  base = as_view_dtype(b, base, v.dtype);
+Value to_storage(hlo::Builder& b, Value x, DType dtype) {
+  if (dtype != DType::C32) return x;
+  Dims pair = x.type.dims;
+  pair.push_back(1);
+  auto half = [&](hlo::Op op) { return b.reshape(b.convert(b.unary(op, x), DType::F16), pair); };
+  return b.bitcast_convert(b.concatenate({half(hlo::Op::Real), half(hlo::Op::Imag)}, pair.size() - 1), DType::U32);
+}
+
+Value read_view(hlo::Builder& b, Value base, const View& v_in, const Value* offset) {
+  base = as_view_dtype(b, base, v_in.dtype);
+  View v = v_in;
+  v.dtype = compute_dtype(v.dtype);
   if (v.numel() == 0) return b.splat({v.dtype, v.sizes}, 0);
   if (v.covers(base.type)) return b.reshape(base, v.sizes);
   // Stride-0 dims are broadcasts of the same elements: read without them, broadcast after.
@@ -166,10 +181,12 @@ Value read_view(hlo::Builder& b, Value base, const View& v, const Value* offset)
   return b.broadcast_in_dim(x, v.sizes, all);
 }
 
-Value write_view(hlo::Builder& b, Value base, Value update, const View& v, const Value* offset) {
+Value write_view(hlo::Builder& b, Value base, Value update, const View& v_in, const Value* offset) {
   DType base_dtype = base.type.dtype;
-  Value flat = as_view_dtype(b, base, v.dtype);
-  if (v.numel() == 0) return base;
+  Value flat = as_view_dtype(b, base, v_in.dtype);
+  if (v_in.numel() == 0) return base;
+  View v = v_in;
+  v.dtype = compute_dtype(v.dtype);
   Value result;
   if (v.covers(flat.type)) {
     result = b.reshape(update, flat.type.dims);
@@ -184,7 +201,7 @@ Value write_view(hlo::Builder& b, Value base, Value update, const View& v, const
                        [](hlo::Builder&, const hlo::Values& a) { return hlo::Values{a[1]}; },
                        false, true)[0];
   }
-  return as_view_dtype(b, result, base_dtype);
+  return as_view_dtype(b, to_storage(b, result, v_in.dtype), base_dtype);
 }
 
 }  // namespace tpu::lower

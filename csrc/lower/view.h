@@ -20,11 +20,13 @@ struct View {
 // is its row-major value transposed by this order.
 hlo::Dims dense_order(const hlo::Dims& sizes, const hlo::Dims& strides);
 
-// The view's elements, shaped `sizes`, read from the flat `base`. With `offset` (an s64 scalar) the
+// The view's elements, shaped `sizes` and of its compute_dtype, read from the flat `base`. With `offset` (an s64 scalar) the
 // view starts there instead of at v.offset, so one program serves every position of the view
 // (x[i] in a loop, a KV-cache write at `pos`).
 hlo::Value read_view(hlo::Builder& b, hlo::Value base, const View& v, const hlo::Value* offset = nullptr);
-// `base` with the view's elements replaced by `update` (shaped `sizes`, of the view's dtype).
+// `x` (of compute_dtype(dtype)) as a storage of `dtype` holds it (storage_dtype: complex32 as u32).
+hlo::Value to_storage(hlo::Builder& b, hlo::Value x, DType dtype);
+// `base` with the view's elements replaced by `update` (shaped `sizes`, of the view's compute dtype).
 hlo::Value write_view(hlo::Builder& b, hlo::Value base, hlo::Value update, const View& v,
                       const hlo::Value* offset = nullptr);
 

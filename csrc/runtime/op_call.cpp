@@ -202,14 +202,15 @@ std::vector<std::pair<Storage*, hlo::TensorType>> written_storages(const OpCall&
     const Write& w = c.writes[j];
     auto it = std::find_if(out.begin(), out.end(), [&](auto& e) { return e.first == w.dest; });
     if (it == out.end()) it = out.insert(out.end(), {w.dest, p.write_param[j] >= 0 ? p.type[p.write_param[j]] : hlo::TensorType{}});
-    if (p.write_covers[j]) it->second = {w.view.dtype, {w.view.numel()}};  // a covering write decides the dtype
+    if (p.write_covers[j]) it->second = {storage_dtype(w.view.dtype), {w.view.numel()}};  // a covering write decides the dtype
   }
   return out;
 }
 
 hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::Values& params, const Results& laid_out,
                  std::vector<DeviceCheck>& checks) {
-  const std::vector<hlo::TensorType>& results = laid_out.types;
+  std::vector<hlo::TensorType> results = laid_out.types;  // as the rule computes them
+  for (hlo::TensorType& t : results) t.dtype = compute_dtype(t.dtype);
   hlo::Values inputs;
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     hlo::Value a = params[p.of_input[i]];
@@ -218,7 +219,7 @@ hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::V
   }
   std::vector<bool> contiguous;
   for (const Input& in : c.inputs) contiguous.push_back(!in.storage || in.view.contiguous());
-  lower::Ctx ctx{b, c.args, inputs, results, c.precision, &contiguous};
+  lower::Ctx ctx{b, c.args, inputs, results, c.precision, &contiguous, &laid_out.types};
   size_t first_check = b.checks.size();
   hlo::Values outs = c.rule->fn(ctx);
   if (outs.size() != results.size())
@@ -235,18 +236,19 @@ hlo::Values emit(hlo::Builder& b, const OpCall& c, const Params& p, const hlo::V
   for (size_t k = 0; k < outs.size(); ++k) {
     if (written[k]) continue;
     hlo::Dims order = lower::dense_order(results[k].dims, laid_out.strides[k]);
-    ret.push_back(b.reshape(order.empty() ? outs[k] : b.transpose(outs[k], order), {results[k].numel()}));
+    hlo::Value laid = b.reshape(order.empty() ? outs[k] : b.transpose(outs[k], order), {results[k].numel()});
+    ret.push_back(lower::to_storage(b, laid, laid_out.types[k].dtype));
   }
   // New contents of each written storage, in order of first write; later writes build on earlier.
   std::vector<std::pair<Storage*, hlo::Value>> bases;
   for (size_t j = 0; j < c.writes.size(); ++j) {
     const Write& w = c.writes[j];
-    hlo::Value update = lower::convert(b, outs[w.result], w.view.dtype);
+    hlo::Value update = lower::convert(b, outs[w.result], compute_dtype(w.view.dtype));
     auto it = std::find_if(bases.begin(), bases.end(), [&](auto& e) { return e.first == w.dest; });
     hlo::Value base;
     if (it != bases.end()) base = it->second;
     else if (!p.write_covers[j]) base = params[p.write_param[j]];
-    hlo::Value next = p.write_covers[j] ? b.reshape(update, {w.view.numel()})
+    hlo::Value next = p.write_covers[j] ? lower::to_storage(b, b.reshape(update, {w.view.numel()}), w.view.dtype)
                                         : lower::write_view(b, base, update, w.view, &params[p.write_offset[j]]);
     if (it != bases.end()) it->second = next;
     else bases.emplace_back(w.dest, next);
@@ -274,13 +276,13 @@ Program build(const OpCall& c, const Params& p, Results results) {
 }
 
 void Storage::settle(DType as) {
-  if (!written()) dtype = as;
+  if (!written()) dtype = storage_dtype(as);
 }
 
 void Storage::assign(Contents c, DType t, std::string from) {
   buffer = std::move(c.buffer);
   pending = std::move(c.pending);
-  dtype = t;
+  dtype = storage_dtype(t);
   origin = std::move(from);
 }
 
