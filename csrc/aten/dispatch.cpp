@@ -52,6 +52,7 @@ struct OpEntry {
   ArgCheck check_args = nullptr;
   bool data_dependent = false, gathers = false, index_lists = false;
   bool typed_params = false;  // a ScalarType or Layout parameter, or a conversion to a sparse layout
+  bool grad_like_input = false;  // a backward without any meta kernel: the gradient is like argument 1
   ResultFix fix_results = nullptr;
 
   explicit OpEntry(const c10::OperatorHandle& h) : op(h.operator_name()) {
@@ -65,6 +66,9 @@ struct OpEntry {
     gathers = aten::gathers(name);
     index_lists = reads_index_lists(name);
     typed_params = base.find("to_sparse_") != std::string::npos;
+    for (const char* b : {"multi_margin_loss_backward", "multilabel_margin_loss_backward", "_ctc_loss_backward",
+                          "fractional_max_pool3d_backward"})
+      grad_like_input |= base == b;
     for (const c10::Argument& p : h.schema().arguments()) {
       c10::TypeKind k = kind_of(p.real_type());  // type() says int for ScalarType and Layout
       typed_params |= k == c10::TypeKind::ScalarTypeType || k == c10::TypeKind::LayoutType;
@@ -750,12 +754,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       for (const at::Tensor& t : m.self) types.push_back(type_of(t));
       return types;
     }
-    // loss backwards without any meta kernel: the gradient is shaped like the input, argument 1
-    static const std::set<std::string> grad_like_input = {"multi_margin_loss_backward",
-                                                          "multilabel_margin_loss_backward", "_ctc_loss_backward",
-                                                          "fractional_max_pool3d_backward"};
-    if (m.self.empty() && grad_like_input.count(name.substr(0, name.find('.'))))
-      return Results({type_of(args[1].toTensor())});
+    if (m.self.empty() && entry.grad_like_input) return Results({type_of(args[1].toTensor())});
     torch::jit::Stack meta;
     try {
       meta = run_meta(op, args);
