@@ -412,9 +412,9 @@ def test_where():
           c, make(torch.float32))
 
 
-@pytest.mark.xfail(strict=True, reason="PyTorch's meta kernel of where rejects the (deprecated) uint8 condition "
-                   "that the CPU kernel still accepts; the tpu glue infers result types through meta kernels")
 def test_where_uint8_condition():
+    # PyTorch's meta kernel of where rejects the (deprecated) uint8 condition that CPU's kernel accepts:
+    # CPU's kernel then gives the result types
     check(lambda c, a: torch.where(c.byte(), a, 1.0), make(torch.bool), make(torch.float32))
 
 

@@ -93,6 +93,8 @@ CompileCache::CompileCache(const pjrt::Client& client, std::string disk_dir, std
     : client_(client), dir_(std::move(disk_dir)), fingerprint_(std::move(fingerprint)),
       options_(pjrt::Client::default_compile_options()), warn_(std::move(warn)),
       capacity_(capacity_from_env()) {
+  if (client.platform_name() == "cpu")
+    small_program_options_ = pjrt::Client::option_overrides({{"xla_backend_optimization_level", int64_t{0}}});
   if (const char* d = std::getenv("TORCH_TPU_DUMP_DIR"); d && *d) dump_dir_ = d;
 }
 
@@ -126,8 +128,12 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& program_key
   // Unlocked: making a program may run other ops (a rejected call's error comes from CPU's kernel run
   // on copies of device tensors). Two threads missing the same key both compile; the first one stays.
   Program program = make_program();
+  // the thread's overrides come last: an option set there wins
+  constexpr int64_t kSmallElements = 256;
+  bool small = !small_program_options_.empty() && largest_tensor(program.text) <= kSmallElements;
+  std::string options = options_ + (small ? small_program_options_ : "") + thread_overrides;
   auto compiled = std::make_shared<const Compiled>(
-      Compiled{load_or_compile(program.text, options_ + thread_overrides, program.origin.empty() ? origin : program.origin),
+      Compiled{load_or_compile(program.text, options, program.origin.empty() ? origin : program.origin),
                main_parameters(program.text), std::move(program.results), std::move(program.checks),
                std::move(program.strides)});
   std::lock_guard<std::mutex> lock(mu_);

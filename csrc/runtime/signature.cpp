@@ -1,5 +1,6 @@
 #include "runtime/signature.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "pjrt/plugin.h"
@@ -41,6 +42,23 @@ std::optional<std::vector<hlo::TensorType>> main_parameters(const std::string& p
     p = q;
   }
   return params;
+}
+
+int64_t largest_tensor(const std::string& program) {
+  int64_t largest = 0;
+  for (size_t p = program.find("tensor<"); p != std::string::npos; p = program.find("tensor<", p + 7)) {
+    int64_t n = 1;
+    size_t i = p + 7;
+    while (i < program.size() && std::isdigit(static_cast<unsigned char>(program[i]))) {
+      size_t j = i;
+      while (j < program.size() && std::isdigit(static_cast<unsigned char>(program[j]))) ++j;
+      if (j >= program.size() || program[j] != 'x') break;
+      n *= std::stoll(program.substr(i, j - i));
+      i = j + 1;
+    }
+    largest = std::max(largest, n);
+  }
+  return largest;
 }
 
 void check_arguments(const std::vector<hlo::TensorType>& params,
