@@ -28,6 +28,10 @@ int main() {
     CHECK(((*params)[3] == hlo::TensorType{DType::F8E4M3FN, {4, 8}}));
   }
   CHECK(!main_parameters("func.func @f(%a: tensor<4xf32>)"));
+  // the largest tensor of a program decides its XLA CPU optimization level (a 0-d tensor has one element)
+  CHECK(largest_tensor("%0 = stablehlo.add %a, %b : tensor<16x16xf32>\n return %0 : tensor<4xcomplex<f32>>") == 256);
+  CHECK(largest_tensor("func.func @main(%a: tensor<f64>) -> tensor<f64>") == 1);
+  CHECK(largest_tensor("tensor<2x3x1000xi1> tensor<0xf32>") == 6000);
   CHECK_THROWS(pjrt::Error, check_arguments({{DType::F32, {4}}}, {{DType::S32, {4}}}),
                "argument 0: program expects tensor<4xf32>, got tensor<4xi32>");
   CHECK_THROWS(pjrt::Error, check_arguments({{DType::F32, {4}}}, {}), "takes 1 arguments, got 0");
