@@ -422,6 +422,8 @@ TOUCH_TPU = textwrap.dedent("""
     ("TORCH_TPU_CACHE_MEMORY_ENTRIES", "-3", "from 1 to 1048576"),
     ("TORCH_TPU_CACHE_MEMORY_ENTRIES", "0", "from 1 to 1048576"),
     ("TORCH_TPU_CACHE_MEMORY_ENTRIES", "99999999999999999999", "from 1 to 1048576"),
+    ("TORCH_TPU_CACHE_MAPPINGS", "many", "from 64 to 1073741824"),
+    ("TORCH_TPU_CACHE_MAPPINGS", "10", "from 64 to 1073741824"),
     ("TORCH_TPU_LAUNCH_BLOCKING", "maybe", "0 or 1"),
     ("TORCH_TPU_LAUNCH_BLOCKING", "2", "0 or 1"),
     ("TORCH_TPU_CPU_FALLBACK", "please", "0 or 1"),
@@ -477,6 +479,25 @@ def test_cache_memory_entries_checked_in_cpp_too(python):
     """), env={"TORCH_TPU_CACHE_MEMORY_ENTRIES": "12abc"})
     assert "PjrtError" in proc.stdout and "TORCH_TPU_CACHE_MEMORY_ENTRIES='12abc'" in proc.stdout
     assert "from 1 to 1048576" in proc.stdout
+
+
+def test_cached_executables_are_shed_before_the_process_runs_out_of_memory_mappings(python):
+    # XLA CPU's JIT code takes several memory mappings per executable; past vm.max_map_count compiles fail
+    # and the process crashes. The memory tier sheds least recently used executables above the budget.
+    proc = python(textwrap.dedent("""
+        import torch, torch_tpu
+        def mappings():
+            with open("/proc/self/maps") as f:
+                return sum(1 for _ in f)
+        start, peak = mappings(), 0
+        for n in range(1, 241):  # a program per size
+            assert (torch.arange(n, device="tpu") * 3 + 1).sum().item() == 3 * n * (n - 1) // 2 + n
+            peak = max(peak, mappings())
+        print(start, peak, torch_tpu.metrics.counters().get("cache.memory_evictions", 0))
+    """), env={"TORCH_TPU_CACHE_MAPPINGS": "2500", "TORCH_TPU_CACHE": "0"})
+    start, peak, evicted = map(float, proc.stdout.split()[-3:])
+    assert start < 2500 and evicted > 0
+    assert peak < 2500 + 32 * 16, (start, peak)  # at most a count's worth of new executables past the budget
 
 
 @pytest.mark.parametrize("env, expect", [

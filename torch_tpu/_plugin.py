@@ -9,7 +9,8 @@ a GPU are present, else cpu. Plugins are found inside their installed registry p
 Variables: TORCH_TPU_PJRT_PLUGIN (a plugin .so), TORCH_TPU_PLATFORM (cpu, cuda, tpu),
 TORCH_TPU_NUM_DEVICES (cpu devices, 1 to 64), TORCH_TPU_CACHE (0/1: disk compile cache),
 TORCH_TPU_CACHE_DIR (its directory), TORCH_TPU_CACHE_MEMORY_ENTRIES (executables kept in memory,
-1 to 2^20; read by the C++ runtime), TORCH_TPU_LAUNCH_BLOCKING (0/1), TORCH_TPU_CPU_FALLBACK (0/1),
+1 to 2^20; read by the C++ runtime), TORCH_TPU_CACHE_MAPPINGS (memory mappings the process may
+hold before cached executables are shed; default half of vm.max_map_count), TORCH_TPU_LAUNCH_BLOCKING (0/1), TORCH_TPU_CPU_FALLBACK (0/1),
 TORCH_TPU_DEFER_AND_FUSE (0 or 1), TORCH_TPU_FUSE_MAX_OPS (ops per fused program, 1 to 100000).
 """
 import glob
@@ -81,6 +82,15 @@ def env_int(name, default, lo, hi, what="a whole number"):
     return int(v)
 
 
+def default_mappings():
+    """Half of vm.max_map_count: XLA CPU's JIT code takes several memory mappings per executable."""
+    try:
+        with open("/proc/sys/vm/max_map_count") as f:
+            return int(f.read()) // 2
+    except (OSError, ValueError):
+        return 65530 // 2
+
+
 def env_choice(name, choices, default=None):
     """A variable that is exactly one of `choices`; unset or empty: `default`."""
     value = _raw(name)
@@ -125,6 +135,7 @@ def check_environment():
     num_devices()
     cache_dir()
     env_int("TORCH_TPU_CACHE_MEMORY_ENTRIES", 4096, 1, MAX_CACHE_MEMORY_ENTRIES, "a whole number of executables")
+    env_int("TORCH_TPU_CACHE_MAPPINGS", default_mappings(), 64, 1 << 30, "a whole number of memory mappings")
     env_flag("TORCH_TPU_LAUNCH_BLOCKING")
     env_flag("TORCH_TPU_CPU_FALLBACK")
     env_choice("TORCH_TPU_DEFER_AND_FUSE", ("0", "1"))

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <atomic>
 #include <chrono>
@@ -39,6 +40,21 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
+// The memory mappings this process holds. XLA CPU's JIT code takes several per executable (a few to
+// tens), and a process may hold only vm.max_map_count of them: beyond, compiles fail ("Cannot allocate
+// memory") and leave the C++ unwinder unusable.
+size_t process_mappings() {
+  int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  size_t lines = 0;
+  char buf[1 << 16];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) lines += std::count(buf, buf + n, '\n');
+  ::close(fd);
+  return lines;
+}
+
+constexpr int kMappingCheckEvery = 32;  // new executables between two counts
+
 // Reads a whole file; returns false with `error` set when it cannot.
 bool read_file(const std::string& path, std::string& data, std::string& error) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // never blocks on a fifo
@@ -71,21 +87,25 @@ bool read_file(const std::string& path, std::string& data, std::string& error) {
 }
 }  // namespace
 
-size_t CompileCache::capacity_from_env() {
-  const char* name = "TORCH_TPU_CACHE_MEMORY_ENTRIES";
+// A count from the environment, checked as torch_tpu/_plugin.py checks it: unset or blank gives `fallback`.
+size_t env_count(const char* name, size_t fallback, size_t lo, size_t hi, const std::string& what) {
   const char* v = std::getenv(name);
-  if (!v) return kDefaultCapacity;
+  if (!v) return fallback;
   std::string text(v);
   size_t b = text.find_first_not_of(" \t"), e = text.find_last_not_of(" \t");
-  if (b == std::string::npos) return kDefaultCapacity;  // blank: unset, as in torch_tpu/_plugin.py
+  if (b == std::string::npos) return fallback;
   std::string t = text.substr(b, e - b + 1);
-  bool digits = !t.empty() && t.size() <= 9 && t.find_first_not_of("0123456789") == std::string::npos;
+  bool digits = !t.empty() && t.size() <= 12 && t.find_first_not_of("0123456789") == std::string::npos;
   size_t n = digits ? static_cast<size_t>(std::stoull(t)) : 0;
-  if (!digits || n < 1 || n > kMaxCapacity)
+  if (!digits || n < lo || n > hi)
     throw pjrt::Error(pjrt::abi::ErrorCode::INVALID_ARGUMENT,
-                      std::string(name) + "='" + text + "' is not valid: expected a whole number of executables from 1 to " +
-                          std::to_string(kMaxCapacity) + " (default " + std::to_string(kDefaultCapacity) + ")");
+                      std::string(name) + "='" + text + "' is not valid: expected " + what + " from " + std::to_string(lo) +
+                          " to " + std::to_string(hi) + " (default " + std::to_string(fallback) + ")");
   return n;
+}
+
+size_t CompileCache::capacity_from_env() {
+  return env_count("TORCH_TPU_CACHE_MEMORY_ENTRIES", kDefaultCapacity, 1, kMaxCapacity, "a whole number of executables");
 }
 
 CompileCache::CompileCache(const pjrt::Client& client, std::string disk_dir, std::string fingerprint,
@@ -93,6 +113,11 @@ CompileCache::CompileCache(const pjrt::Client& client, std::string disk_dir, std
     : client_(client), dir_(std::move(disk_dir)), fingerprint_(std::move(fingerprint)),
       options_(pjrt::Client::default_compile_options()), warn_(std::move(warn)),
       capacity_(capacity_from_env()) {
+  // TORCH_TPU_CACHE_MAPPINGS, else half of vm.max_map_count: above it, the memory tier sheds executables
+  size_t limit = 0;
+  std::ifstream("/proc/sys/vm/max_map_count") >> limit;
+  mapping_budget_ = env_count("TORCH_TPU_CACHE_MAPPINGS", (limit ? limit : 65530) / 2, 64, size_t{1} << 30,
+                              "a whole number of memory mappings");
   if (client.platform_name() == "cpu")
     small_program_options_ = pjrt::Client::option_overrides({{"xla_backend_optimization_level", int64_t{0}}});
   if (const char* d = std::getenv("TORCH_TPU_DUMP_DIR"); d && *d) dump_dir_ = d;
@@ -140,7 +165,14 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& program_key
   if (auto it = memory_.find(key); it != memory_.end()) return it->second.compiled;
   recent_.push_front(key);
   memory_.emplace(key, Entry{compiled, recent_.begin()});
-  while (memory_.size() > capacity_) {  // in-flight executions keep their executable alive
+  // beyond the entry capacity, or (counted now and then) the mapping budget, least recently used
+  // executables go; in-flight executions keep theirs alive
+  size_t keep = capacity_;
+  if (++inserted_since_count_ >= kMappingCheckEvery) {
+    inserted_since_count_ = 0;
+    if (process_mappings() > mapping_budget_) keep = memory_.size() / 2;
+  }
+  while (memory_.size() > keep) {
     memory_.erase(recent_.back());
     recent_.pop_back();
     metrics::add("cache.memory_evictions");

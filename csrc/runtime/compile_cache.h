@@ -89,6 +89,8 @@ class CompileCache {
   WarnFn warn_;
   mutable std::mutex mu_;
   size_t capacity_;
+  size_t mapping_budget_;
+  int inserted_since_count_ = 0;
   std::list<std::string> recent_;  // keys, most recently used first
   struct Entry {
     std::shared_ptr<const Compiled> compiled;
