@@ -306,6 +306,20 @@ def test_index_reduce(reduce, include_self):
           make(torch.bfloat16, (2, 3)), idx(1, 1), make(torch.bfloat16, (2, 2), 1))
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["prod", "mean"])
+def test_index_reduce_half_rounds_at_each_step(dtype, reduce):
+    # CPU reduces one source slice after another in self's dtype: 2048 + 1 + 1 stays 2048 in float16
+    # (a float32 sum rounded once gives 2050); tpu matches it bit for bit
+    x = torch.full((2, 3), 3.0, dtype=dtype)
+    src = torch.tensor([[2048.0, 1.5, -7.0], [1.0, 1.25, 3.0], [1.0, 1.125, 0.5], [5.0, 2.0, 1.0]], dtype=dtype)
+    i = torch.tensor([0, 0, 0, 1])
+    for include_self in (True, False):
+        expected = x.clone().index_reduce_(0, i, src, reduce, include_self=include_self)
+        got = x.to("tpu").index_reduce_(0, i.to("tpu"), src.to("tpu"), reduce, include_self=include_self)
+        assert torch.equal(got.cpu(), expected), (include_self, got.cpu(), expected)
+
+
 EMPTY = torch.tensor([], dtype=torch.int64)
 
 

@@ -42,6 +42,24 @@ Value scalar_like(Builder& b, double v, const TensorType& t) { return b.splat(t,
 Value zeros(Builder& b, const TensorType& t) { return b.splat(t, 0); }
 Value is_nan(Builder& b, Value x) { return b.compare(x, x, hlo::Cmp::NE); }
 
+Values loop(Builder& b, int64_t from, int64_t to, int64_t step, Values state, const LoopFn& f, DType counter) {
+  if (step > 0 ? from >= to : from <= to) return state;
+  TensorType k{counter, {}};
+  state.insert(state.begin(), b.splat(k, static_cast<double>(from)));
+  Values r = b.while_(
+      state,
+      [&](Builder& w, const Values& a) {
+        return Values{w.compare(a[0], w.splat(k, static_cast<double>(to)), step > 0 ? hlo::Cmp::LT : hlo::Cmp::GT)};
+      },
+      [&](Builder& w, const Values& a) {
+        Values next = f(w, a[0], Values(a.begin() + 1, a.end()));
+        next.insert(next.begin(), w.add(a[0], w.splat(k, static_cast<double>(step))));
+        return next;
+      });
+  r.erase(r.begin());
+  return r;
+}
+
 Value operand(Ctx& c, size_t i, DType t, const Dims& shape) {
   return broadcast_to(c.b, convert(c.b, c.v(i), t), shape);
 }

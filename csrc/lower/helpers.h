@@ -1,6 +1,8 @@
 // Family helpers that keep lowering rules to a few lines: dtype conversion, numpy broadcasting,
 // elementwise application in the result type, constants, reductions.
 #pragma once
+#include <functional>
+
 #include "lower/rule.h"
 
 namespace tpu::lower {
@@ -16,6 +18,14 @@ Value broadcast_to(Builder& b, Value x, const Dims& shape);  // right-aligned, l
 Value scalar_like(Builder& b, double v, const TensorType& t);  // a constant of t's dtype and shape
 Value zeros(Builder& b, const TensorType& t);
 Value is_nan(Builder& b, Value x);  // x != x
+
+// for (k = from; k != to; k += step) state = f(k, state): a while loop, k a scalar of `counter`.
+using LoopFn = std::function<Values(Builder&, Value, const Values&)>;
+Values loop(Builder& b, int64_t from, int64_t to, int64_t step, Values state, const LoopFn& f,
+            DType counter = DType::S32);
+inline Values loop(Builder& b, int64_t n, Values state, const LoopFn& f, DType counter = DType::S32) {
+  return loop(b, 0, n, 1, std::move(state), f, counter);
+}
 
 // Argument `i` converted to `t` and broadcast to `shape`.
 Value operand(Ctx& c, size_t i, DType t, const Dims& shape);

@@ -277,9 +277,22 @@ Values index_reduce(Ctx& c) {
     x = scatter_dim(c.b, x, dim, idx, extreme ? src : c.b.splat({t, src_shape}, red == "prod" ? 1 : 0),
                     Combine::Replace);
   }
-  if (red != "mean") return {c.b.reshape(scatter_dim(c.b, x, dim, idx, src, combine_of(c, red)), c.out[0].dims)};
-  DType ct = compute_type(t);
-  Value sum = scatter_dim(c.b, convert(c.b, x, ct), dim, idx, convert(c.b, src, ct), Combine::Add);
+  // CPU and CUDA reduce in self's dtype, one slice after another: a half-precision sum or product rounds at
+  // each step, where one scatter would compute in float32 (XLA CPU) and round once
+  bool stepwise = t == DType::F16 || t == DType::BF16;
+  auto reduce_into = [&](Value into, Combine k) {
+    if (!stepwise) return scatter_dim(c.b, into, dim, idx, src, k);
+    return loop(c.b, n, {into}, [&](Builder& w, Value i, const Values& s) {
+      Dims one = src_shape;
+      one[dim] = 1;
+      Values starts(one.size(), w.splat({DType::S32, {}}, 0));
+      starts[dim] = i;
+      return Values{scatter_dim(w, s[0], dim, w.dynamic_slice(idx, {i}, {1}), w.dynamic_slice(src, starts, one), k)};
+    })[0];
+  };
+  if (red != "mean") return {c.b.reshape(reduce_into(x, combine_of(c, red)), c.out[0].dims)};
+  DType ct = t;
+  Value sum = reduce_into(x, Combine::Add);
   TensorType count_t{ct, {len}};
   Value count = include_self ? scalar_like(c.b, 1, count_t) : zeros(c.b, count_t);
   count = scatter_dim(c.b, count, 0, idx, c.b.splat({ct, {n}}, 1), Combine::Add);

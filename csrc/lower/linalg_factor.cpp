@@ -15,23 +15,6 @@ using hlo::Cmp;
 using hlo::Op;
 
 const TensorType kI32{DType::S32, {}};
-using LoopFn = std::function<Values(Builder&, Value, const Values&)>;
-
-// for (k = 0; k < n; ++k) state = f(k, state); k is a tensor<i32>.
-Values loop(Builder& b, int64_t n, Values init, const LoopFn& f) {
-  if (n <= 0) return init;
-  init.insert(init.begin(), b.splat(kI32, 0));
-  Values r = b.while_(
-      init, [n](Builder& w, const Values& a) { return Values{w.compare(a[0], w.splat(kI32, double(n)), Cmp::LT)}; },
-      [&](Builder& w, const Values& a) {
-        Values o = f(w, a[0], Values(a.begin() + 1, a.end()));
-        o.insert(o.begin(), w.add(a[0], w.splat(kI32, 1)));
-        return o;
-      });
-  r.erase(r.begin());
-  return r;
-}
-
 DType ct(Ctx&, DType t) { return is_complex(t) || t == DType::F64 ? t : DType::F32; }
 Value bc(Builder& b, Value x, const Dims& to) {  // x's dims are a prefix-aligned subset: (B,m) -> (B,m,n) etc.
   Dims d;

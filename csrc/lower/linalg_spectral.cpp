@@ -66,22 +66,6 @@ Value column(Builder& b, Value x, Value k) {
   Value z = I64(b, 0);
   return b.dynamic_slice(x, {z, z, k}, {x.type.dims[0], x.type.dims[1], 1});
 }
-// A loop i = 0 .. n-1 over `state`; body(b, i, state) returns the new state.
-Values loop(Builder& b, int64_t n, const Values& state, const std::function<Values(Builder&, Value, const Values&)>& f) {
-  if (n <= 0) return state;
-  Values init{I64(b, 0)};
-  init.insert(init.end(), state.begin(), state.end());
-  Values r = b.while_(
-      init, [n](Builder& w, const Values& s) { return Values{w.compare(s[0], I64(w, n), Cmp::LT)}; },
-      [&f](Builder& w, const Values& s) {
-        Values out{w.add(s[0], I64(w, 1))};
-        Values next = f(w, s[0], Values(s.begin() + 1, s.end()));
-        out.insert(out.end(), next.begin(), next.end());
-        return out;
-      });
-  return Values(r.begin() + 1, r.end());
-}
-
 // ---- Householder QR ----
 
 // One geqrf step on column k of the packed (B, m, n) matrix: LAPACK's dlarfg reflector H = I - tau v v^T
@@ -122,7 +106,7 @@ std::pair<Value, Value> geqrf_of(Builder& b, Value a) {
     Values h = householder_step(w, s[0], i);
     Value tau = w.reshape(h[1], {s[1].type.dims[0], 1});
     return Values{h[0], w.dynamic_update_slice(s[1], tau, {I64(w, 0), i})};
-  });
+  }, DType::S64);
   return {r[0], r[1]};
 }
 
@@ -138,7 +122,7 @@ Value householder_q(Builder& b, Value a, Value tau) {
     Value ti = w.reshape(w.dynamic_slice(tau, {I64(w, 0), i}, {B, 1}), {B, 1, 1});
     Value qv = w.mul(mm(w, s[0], v), bcast(w, ti, {B, m, 1}, {0, 1, 2}));
     return Values{w.sub(s[0], mm(w, qv, conj(w, v), false, true))};
-  })[0];
+  }, DType::S64)[0];
 }
 
 Value triu(Builder& b, Value x) { return b.select(cmp_iota(b, x.type.dims, 1, Cmp::LE, 2), x, zeros(b, x.type)); }

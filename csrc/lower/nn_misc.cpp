@@ -580,22 +580,6 @@ Values segment_reduce_backward(Ctx& c) {
 // ---- ctc_loss ----
 
 const TensorType kI32{DType::S32, {}};
-// for (t = from; t != to; t += step) state = f(t, state), t a tensor<i32>.
-Values loop(Builder& b, int64_t from, int64_t to, int64_t step, Values init,
-            const std::function<Values(Builder&, Value, const Values&)>& f) {
-  init.insert(init.begin(), b.splat(kI32, static_cast<double>(from)));
-  Values r = b.while_(
-      init, [&](Builder& w, const Values& a) {
-        return Values{w.compare(a[0], w.splat(kI32, static_cast<double>(to)), step > 0 ? Cmp::LT : Cmp::GT)};
-      },
-      [&](Builder& w, const Values& a) {
-        Values o = f(w, a[0], Values(a.begin() + 1, a.end()));
-        o.insert(o.begin(), w.add(a[0], w.splat(kI32, static_cast<double>(step))));
-        return o;
-      });
-  r.erase(r.begin());
-  return r;
-}
 // log(sum(exp(x))) over `dims`; -inf where everything is -inf.
 Value logsumexp(Builder& b, Value x, const Dims& dims) {
   Value m = reduce(b, x, dims, Op::Maximum, -INFINITY);
