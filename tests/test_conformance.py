@@ -816,6 +816,49 @@ def test_out_overlapping_input_raises(call):
     same(run)
 
 
+def test_out_checked_for_overlap_after_it_is_resized():
+    def run(d):  # out ends where the index begins, until it takes the index's shape
+        buf = torch.tensor([7, 0, 1], device=d)
+        return torch.gather(torch.arange(3, device=d), 0, buf[1:], out=buf[:1]).cpu()
+    same(run, match="single memory location")
+
+
+# ------------------------------------------------------------- out= forms with CPU's shape and dtype rules
+@pytest.mark.parametrize("out", [0, 1, 3, 5])
+def test_normal_float_std_out_broadcasts_mean_with_out(out):
+    def run(d):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PyTorch's note on resizing a non-empty output
+            return torch.normal(torch.zeros(3, device=d), 1.0, out=torch.empty(out, device=d)).shape
+    same(run)
+
+
+def test_narrow_copy_out():
+    x = torch.arange(20.0).reshape(4, 5)
+    same(lambda d: torch.narrow_copy(x.to(d), 1, 1, 3, out=torch.empty(0, device=d)).cpu())
+    same(lambda d: torch.narrow_copy(x.to(d), 0, -2, 2, out=torch.empty(7, device=d)).cpu())
+    with pytest.raises(RuntimeError, match="narrow_copy"):
+        torch.narrow_copy(x.to("tpu"), 1, 1, 3, out=torch.empty(0, device="tpu", dtype=torch.float64))
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("op", ["native_batch_norm", "_native_batch_norm_legit"])
+def test_batch_norm_out_forms(op, training):
+    torch.manual_seed(0)
+    x, w, b = torch.randn(4, 3, 5), torch.rand(3) + 0.5, torch.randn(3)
+    mean, var = torch.randn(3), torch.rand(3) + 0.5
+
+    def run(d):
+        stats = [mean.clone().to(d), var.clone().to(d)]  # updated in place in training
+        outs = [torch.empty(0, device=d) for _ in range(3)]
+        res = getattr(torch.ops.aten, op).out(x.to(d), w.to(d), b.to(d), *stats, training, 0.1, 1e-5,
+                                             out=outs[0], save_mean=outs[1], save_invstd=outs[2])
+        assert all(r is o for r, o in zip(res, outs))
+        return outs + stats
+    cpu, tpu = run("cpu"), run("tpu")
+    assert_close(tpu, cpu)
+
+
 # ------------------------------------------------------------- histc: a range that is not finite
 @pytest.mark.parametrize("data,lo,hi", [
     ([1.0, float("inf")], 0, 0), ([float("nan"), 1.0], 0, 0), ([1.0, 2.0], 0, float("inf")),

@@ -1,5 +1,5 @@
 """Ops the OpInfo sweep found missing, on tpu against CPU: reflection / replication padding, norm,
-pairwise_distance, vdot, linalg.cross, trace, addbmm, angle, cummax / cummin (forward, and backward
+pairwise_distance, vdot, linalg.cross, trace, addbmm, bmm of one matrix, angle, cummax / cummin (forward, and backward
 for float32)."""
 import pytest
 import torch
@@ -136,6 +136,18 @@ def test_addbmm(dtype):
     check(lambda s, a, b: torch.addbmm(s, a, b, beta=0), nan, R(2, 3, 4, dtype=dtype), R(2, 4, 5, dtype=dtype),
           **tol)
     both_raise(RuntimeError, torch.addbmm, R(3, 5), R(2, 3, 4), R(3, 4, 5))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_bmm_of_one_matrix_with_a_transposed_operand(dtype):
+    # bilinear's backward makes these; XLA CPU could not run a batch-of-one bfloat16 product batched
+    grad = dtype == torch.float32
+    tol = {} if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
+    a_t = R(1, 8, 3, dtype=dtype).transpose(1, 2)
+    check(torch.bmm, a_t, R(1, 8, 4, dtype=dtype), grad=grad, **tol)
+    check(torch.baddbmm, R(1, 3, 4, dtype=dtype), a_t, R(1, 8, 4, dtype=dtype), grad=grad, **tol)
+    check(torch.nn.functional.bilinear, R(8, 3, dtype=dtype), R(8, 4, dtype=dtype), R(5, 3, 4, dtype=dtype),
+          grad=True, **tol)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
-// Argument checks CPU (and CUDA) kernels make that PyTorch's Meta kernels lack: on Python-scalar
-// arguments (distribution parameters, exponents, thresholds: runtime operands of the compiled programs,
-// so their values are checked here, on every call, cached or not), and on dtypes; and CPU's warnings.
+// Where CPU (and CUDA) kernels differ from PyTorch's Meta kernels. Argument checks the Meta kernels lack:
+// on Python-scalar arguments (distribution parameters, exponents, thresholds: runtime operands of the
+// compiled programs, so their values are checked here, on every call, cached or not), and on dtypes;
+// CPU's warnings; and result types or layouts CPU gives differently (result_fix_for).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
 #include <ATen/native/IndexingUtils.h>
@@ -11,6 +12,7 @@
 #include <limits>
 
 #include "aten/dispatch.h"
+#include "aten/tensor.h"
 
 namespace tpu::aten {
 
@@ -88,6 +90,24 @@ void check_fits(at::ScalarType t, const c10::IValue& v) {
   }
 }
 
+// Normalization statistics: PyTorch's meta kernels say float32, CPU keeps the input's dtype unless its
+// parameters are float32 (mixed precision), and batch norm in eval mode saves none (size 0).
+void stat_types_like_cpu(c10::ArrayRef<c10::IValue> args, std::vector<hlo::TensorType>& types, bool layer, bool eval) {
+  if (types.size() < 3) return;
+  const at::Tensor& x = args[0].toTensor();
+  DType param = to_dtype(x.scalar_type());
+  for (size_t i = layer ? 2 : 1; i < (layer ? 4u : 5u) && i < args.size(); ++i)
+    if (args[i].isTensor() && args[i].toTensor().defined()) {
+      if (args[i].toTensor().scalar_type() == at::kFloat) param = DType::F32;
+      break;
+    }
+  if (x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kHalf) param = types[1].dtype;
+  for (size_t k : {1, 2}) {
+    types[k].dtype = param;
+    if (eval) types[k].dims = {0};
+  }
+}
+
 }  // namespace
 
 ArgCheck arg_check_for(const std::string& name) {
@@ -157,6 +177,9 @@ ArgCheck arg_check_for(const std::string& name) {
     return [](const std::string&, Args args) {
       TORCH_CHECK(num(args, 2) >= 0.0, "normal expects std >= 0.0, but found std ", num(args, 2));
     };
+  // CPU and CUDA size normal(mean, float, out=) by broadcasting mean with out's shape before resizing out
+  if (name == "normal.Tensor_float_out")
+    return [](const std::string&, Args args) { at::infer_size(args[0].toTensor().sizes(), args[3].toTensor().sizes()); };
   if (name == "bernoulli_.float" || name == "bernoulli.p")
     return [](const std::string&, Args args) {
       TORCH_CHECK(num(args, 1) >= 0.0 && num(args, 1) <= 1.0, "bernoulli_ expects p to be in [0, 1], but got p=", num(args, 1));
@@ -287,6 +310,48 @@ ArgCheck arg_check_for(const std::string& name) {
                     args[4].toTensor().scalar_type());
     };
   return nullptr;
+}
+
+ResultFix result_fix_for(const std::string& name) {
+  using Args = c10::ArrayRef<c10::IValue>;
+  using Metas = const std::vector<at::Tensor>&;
+  using Types = std::vector<hlo::TensorType>&;
+  using Strides = std::vector<hlo::Dims>&;
+  if (name == "native_layer_norm")
+    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, true, false); };
+  if (name == "_native_batch_norm_legit_no_training")
+    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, false, true); };
+  if (name == "_native_batch_norm_legit_functional")
+    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, false, !args[5].toBool()); };
+  if (name.rfind("_native_batch_norm_legit", 0) == 0)
+    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, false, false); };
+  // the meta kernel lays convolutions out row-major; CPU and CUDA keep a channels_last input's or weight's layout
+  if (name == "convolution")
+    return [](Args args, Metas meta, Types, Strides strides) {
+      const at::Tensor& out = meta[0];
+      for (int i : {0, 1}) {
+        c10::MemoryFormat f = args[i].toTensor().suggest_memory_format();
+        if (out.dim() == 4 && f == c10::MemoryFormat::ChannelsLast) strides[0] = c10::get_channels_last_strides_2d(out.sizes());
+        if (out.dim() == 5 && f == c10::MemoryFormat::ChannelsLast3d) strides[0] = c10::get_channels_last_strides_3d(out.sizes());
+        if (!strides[0].empty()) return;
+      }
+    };
+  // margin losses of one 1-D sample, unreduced: CPU returns a 0-d loss, the meta kernels a [1] one
+  if (name == "multi_margin_loss" || name == "multilabel_margin_loss_forward")
+    return [](Args args, Metas, Types types, Strides strides) {
+      if (args[0].toTensor().dim() != 1 || types[0].dims != hlo::Dims{1}) return;
+      types[0].dims = {};
+      strides[0] = {};
+    };
+  return nullptr;
+}
+
+bool grad_like_input(const std::string& name) {
+  const std::string base = base_of(name);
+  for (const char* b : {"multi_margin_loss_backward", "multilabel_margin_loss_backward", "_ctc_loss_backward",
+                        "fractional_max_pool3d_backward"})
+    if (base == b) return true;
+  return false;
 }
 
 }  // namespace tpu::aten

@@ -39,11 +39,6 @@ bool reads_index_lists(const std::string& name);
 
 // What dispatch needs to know of an operator, worked out at its first call, so that a cached call does
 // no name building, rule lookup or string comparison.
-// Where CPU's results differ from the meta kernel's: fixed in infer, chosen once per op (OpEntry).
-using ResultFix = void (*)(c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& meta,
-                           std::vector<hlo::TensorType>& types, std::vector<hlo::Dims>& strides);
-ResultFix result_fix_for(const std::string& name);
-
 struct OpEntry {
   c10::OperatorName op;
   std::string name;       // "add.Tensor"
@@ -66,9 +61,7 @@ struct OpEntry {
     gathers = aten::gathers(name);
     index_lists = reads_index_lists(name);
     typed_params = base.find("to_sparse_") != std::string::npos;
-    for (const char* b : {"multi_margin_loss_backward", "multilabel_margin_loss_backward", "_ctc_loss_backward",
-                          "fractional_max_pool3d_backward"})
-      grad_like_input |= base == b;
+    grad_like_input = aten::grad_like_input(name);
     for (const c10::Argument& p : h.schema().arguments()) {
       c10::TypeKind k = kind_of(p.real_type());  // type() says int for ScalarType and Layout
       typed_params |= k == c10::TypeKind::ScalarTypeType || k == c10::TypeKind::LayoutType;
@@ -391,58 +384,6 @@ void pointwise_out_compute_types(const c10::OperatorHandle& op, c10::ArrayRef<c1
   for (const c10::IValue& v : meta) flatten(v, natural);
   if (natural.size() != types.size()) return;
   for (size_t k = 0; k < types.size(); ++k) types[k].dtype = to_dtype(natural[k].scalar_type());
-}
-
-// Normalization statistics: PyTorch's meta kernels say float32, CPU keeps the input's dtype unless its
-// parameters are float32 (mixed precision), and batch norm in eval mode saves none (size 0).
-void stat_types_like_cpu(c10::ArrayRef<c10::IValue> args, std::vector<hlo::TensorType>& types, bool layer, bool eval) {
-  if (types.size() < 3) return;
-  const at::Tensor& x = args[0].toTensor();
-  DType param = to_dtype(x.scalar_type());
-  for (size_t i = layer ? 2 : 1; i < (layer ? 4u : 5u) && i < args.size(); ++i)
-    if (args[i].isTensor() && args[i].toTensor().defined()) {
-      if (args[i].toTensor().scalar_type() == at::kFloat) param = DType::F32;
-      break;
-    }
-  if (x.scalar_type() != at::kBFloat16 && x.scalar_type() != at::kHalf) param = types[1].dtype;
-  for (size_t k : {1, 2}) {
-    types[k].dtype = param;
-    if (eval) types[k].dims = {0};
-  }
-}
-
-ResultFix result_fix_for(const std::string& name) {
-  using Args = c10::ArrayRef<c10::IValue>;
-  using Metas = const std::vector<at::Tensor>&;
-  using Types = std::vector<hlo::TensorType>&;
-  using Strides = std::vector<hlo::Dims>&;
-  if (name == "native_layer_norm")
-    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, true, false); };
-  if (name == "_native_batch_norm_legit_no_training")
-    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, false, true); };
-  if (name == "_native_batch_norm_legit_functional")
-    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, false, !args[5].toBool()); };
-  if (name.rfind("_native_batch_norm_legit", 0) == 0)
-    return [](Args args, Metas, Types types, Strides) { stat_types_like_cpu(args, types, false, false); };
-  // the meta kernel lays convolutions out row-major; CPU and CUDA keep a channels_last input's or weight's layout
-  if (name == "convolution")
-    return [](Args args, Metas meta, Types, Strides strides) {
-      const at::Tensor& out = meta[0];
-      for (int i : {0, 1}) {
-        c10::MemoryFormat f = args[i].toTensor().suggest_memory_format();
-        if (out.dim() == 4 && f == c10::MemoryFormat::ChannelsLast) strides[0] = c10::get_channels_last_strides_2d(out.sizes());
-        if (out.dim() == 5 && f == c10::MemoryFormat::ChannelsLast3d) strides[0] = c10::get_channels_last_strides_3d(out.sizes());
-        if (!strides[0].empty()) return;
-      }
-    };
-  // margin losses of one 1-D sample, unreduced: CPU returns a 0-d loss, the meta kernels a [1] one
-  if (name == "multi_margin_loss" || name == "multilabel_margin_loss_forward")
-    return [](Args args, Metas, Types types, Strides strides) {
-      if (args[0].toTensor().dim() != 1 || types[0].dims != hlo::Dims{1}) return;
-      types[0].dims = {};
-      strides[0] = {};
-    };
-  return nullptr;
 }
 
 // A Tensor?[] argument. The TorchScript interpreter passes one as a GenericList (List[Optional[Tensor]]),
@@ -805,8 +746,10 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                            call.known_where(), k < res.strides.size() ? res.strides[k] : hlo::Dims{}));
   if (!m.out.empty()) {  // out=: the functional results copied into the out tensors
     check_read_write_shapes(m, results);
+    bool resized = false;
+    for (size_t k = 0; k < m.out.size(); ++k) resized |= at::native::resize_output(m.out[k], results[k].sizes());
+    if (resized) check_overlap(entry.gathers, m);  // as CPU, which checks the resized out tensors
     for (size_t k = 0; k < m.out.size(); ++k) {
-      at::native::resize_output(m.out[k], results[k].sizes());
       Storage& st = storage_of(m.out[k]);
       if (m.out[k].scalar_type() == results[k].scalar_type() && Write{k, &st, view_of(m.out[k])}.covers())
         st.assign(storage_of(results[k]).contents(), storage_of(results[k]).dtype, storage_of(results[k]).origin);

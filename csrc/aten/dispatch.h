@@ -30,6 +30,13 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> args);
 // distribution parameters, dtypes, warnings): null for an op without any. Looked up once per operator.
 using ArgCheck = void (*)(const std::string& name, c10::ArrayRef<c10::IValue> args);
 ArgCheck arg_check_for(const std::string& name);
+// Where CPU's results differ from the meta kernel's (normalization statistics, convolution layout, 1-D
+// margin losses): fixes the inferred types and strides; null for most ops. Looked up once per operator.
+using ResultFix = void (*)(c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& meta,
+                           std::vector<hlo::TensorType>& types, std::vector<hlo::Dims>& strides);
+ResultFix result_fix_for(const std::string& name);
+// Backwards without any meta kernel whose gradient is shaped and typed like argument 1 (the input).
+bool grad_like_input(const std::string& name);
 
 // The user's Python file:line of the current call ("" when not called from Python).
 std::string python_origin();

@@ -119,6 +119,14 @@ at::Tensor& addbmm_in_place(at::Tensor& self, const at::Tensor& b1, const at::Te
   at::native::resize_output(self, r.sizes());
   return self.copy_(r);
 }
+// narrow_copy.out as CPU's kernel: out keeps self's dtype (CPU's check) and takes the slice's shape
+at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, int64_t start, int64_t length, at::Tensor& out) {
+  TORCH_CHECK(self.scalar_type() == out.scalar_type(), "narrow_copy: expected out to have dtype ", self.scalar_type(),
+              " but got ", out.scalar_type());
+  at::Tensor r = at::narrow_copy(self, dim, start, length);
+  at::native::resize_output(out, r.sizes());
+  return out.copy_(r);
+}
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.device() == self.device(), "nonzero: expected self and out to be on the same device, but got out on ",
               out.device(), " and self on ", self.device());  // CUDA's words
@@ -170,6 +178,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("nonzero.out", nonzero_out);
   m.impl("addr_", addr_in_place);
   m.impl("addbmm_", addbmm_in_place);
+  m.impl("narrow_copy.out", narrow_copy_out);
   // Lowered foreach ops (and their in-place forms): their CompositeExplicitAutograd kernels (loops of
   // per-tensor ops) would win over the fallback, so they get the boxed kernel by name.
   for (const std::string& name : lower::names()) {

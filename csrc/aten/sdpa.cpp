@@ -10,6 +10,7 @@
 // _native_batch_norm_legit must have no lowering rule of their own, or register.cpp would claim them.
 #include <ATen/ATen.h>
 #include <ATen/SDPBackend.h>
+#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "aten/dispatch.h"
@@ -62,6 +63,32 @@ Tensors3 native_batch_norm_legit(const at::Tensor& input, const std::optional<at
   return batch_norm_pure(input, weight, bias, running_mean, running_var, false, momentum, eps);
 }
 
+// The out= forms: the functional batch norm, copied into the given tensors.
+using TensorRefs3 = std::tuple<at::Tensor&, at::Tensor&, at::Tensor&>;
+TensorRefs3 copy_into(const Tensors3& r, at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  at::Tensor* dst[3] = {&out, &save_mean, &save_invstd};
+  const at::Tensor src[3] = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+  for (int k = 0; k < 3; ++k) {
+    at::native::resize_output(*dst[k], src[k].sizes());
+    dst[k]->copy_(src[k]);
+  }
+  return {out, save_mean, save_invstd};
+}
+TensorRefs3 native_batch_norm_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                               const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+                               const std::optional<at::Tensor>& running_var, bool training, double momentum,
+                               double eps, at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  Tensors3 r = tpu::aten::native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps);
+  return copy_into(r, out, save_mean, save_invstd);
+}
+TensorRefs3 native_batch_norm_legit_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                                     const std::optional<at::Tensor>& bias, at::Tensor& running_mean,
+                                     at::Tensor& running_var, bool training, double momentum, double eps,
+                                     at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
+  return copy_into(native_batch_norm_legit(input, weight, bias, running_mean, running_var, training, momentum, eps),
+                   out, save_mean, save_invstd);
+}
+
 // ctc_loss with tensor lengths: the lengths shape log_alpha, so they come to the host (as on CPU) and
 // the int[] overloads (lowered in csrc/lower/nn_misc.cpp) run.
 std::vector<int64_t> host_ints(const at::Tensor& t) {
@@ -105,6 +132,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_fused_sdp_choice", fused_sdp_choice);
   m.impl("native_batch_norm", native_batch_norm);
   m.impl("_native_batch_norm_legit", native_batch_norm_legit);
+  m.impl("native_batch_norm.out", native_batch_norm_out);
+  m.impl("_native_batch_norm_legit.out", native_batch_norm_legit_out);
 }
 
 }  // namespace tpu::aten

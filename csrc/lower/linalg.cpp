@@ -5,6 +5,14 @@
 namespace tpu::lower {
 
 Value contract(Ctx& c, Value a, Value b, const hlo::DotDims& d) {
+  // A batch of one is a plain product: XLA CPU cannot run some bfloat16 ones (a transposed lhs) batched.
+  if (d.lhs_batch == hlo::Dims{0} && d.rhs_batch == hlo::Dims{0} && a.type.dims[0] == 1 && a.type.rank() == 3) {
+    auto drop = [&](Value v) { return c.b.reshape(v, hlo::Dims(v.type.dims.begin() + 1, v.type.dims.end())); };
+    Value p = contract(c, drop(a), drop(b), {{}, {}, {d.lhs_contracting[0] - 1}, {d.rhs_contracting[0] - 1}});
+    hlo::Dims dims = p.type.dims;
+    dims.insert(dims.begin(), 1);
+    return c.b.reshape(p, dims);
+  }
   DType t = a.type.dtype;
   if (t == DType::F32) return c.b.dot_general(a, b, d, c.precision, c.precision);
   if (t == DType::F64) return c.b.dot_general(a, b, d, hlo::Precision::Highest, hlo::Precision::Highest);
