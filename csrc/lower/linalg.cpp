@@ -1,4 +1,4 @@
-// Matrix products: mm, bmm, dot, mv and their beta/alpha-scaled add forms. matmul, linear and einsum
+// Matrix products: mm, bmm, dot, mv, their beta/alpha-scaled add forms and addr. matmul, linear and einsum
 // decompose into these.
 #include "lower/helpers.h"
 
@@ -51,13 +51,27 @@ Values scaled(Ctx& c, const hlo::DotDims& d) {
   self = c.b.select(c.b.compare(beta, zeros(c.b, beta.type), hlo::Cmp::EQ), zeros(c.b, p.type), self);
   return {result(c, c.b.add(self, c.b.mul(alpha, p)))};
 }
+// addr(self, vec1, vec2, beta, alpha): beta * self + alpha * outer(vec1, vec2), computed as CUDA does (half
+// types in float32, rounded once); for bool, (beta and self) or (alpha and vec1 and vec2).
+Values addr(Ctx& c) {
+  DType t = compute_type(c.out[0].dtype);
+  const Dims& shape = c.out[0].dims;
+  Dims col = {shape[0], 1};
+  Value v1 = broadcast_to(c.b, c.b.reshape(convert(c.b, c.v(1), t), col), shape);
+  Value outer = c.b.mul(v1, operand(c, 2, t, shape));
+  Value self = operand(c, 0, t, shape), beta = operand(c, 3, t, shape), alpha = operand(c, 4, t, shape);
+  if (t == DType::Pred) return {result(c, c.b.binary(hlo::Op::Or, c.b.binary(hlo::Op::And, beta, self),
+                                                          c.b.binary(hlo::Op::And, alpha, outer)))};
+  self = c.b.select(c.b.compare(beta, zeros(c.b, beta.type), hlo::Cmp::EQ), zeros(c.b, self.type), c.b.mul(beta, self));
+  return {result(c, c.b.add(self, c.b.mul(alpha, outer)))};
+}
 Values addmm(Ctx& c) { return scaled(c, kMM); }
 Values baddbmm(Ctx& c) { return scaled(c, kBMM); }
 Values addmv(Ctx& c) { return scaled(c, kMM); }
 
 Register r({
     {"mm|mm.out", mm}, {"bmm|bmm.out", bmm}, {"dot|dot.out", dot}, {"mv|mv.out", mv},
-    {"addmm|addmm.out", addmm}, {"baddbmm|baddbmm.out", baddbmm}, {"addmv|addmv.out", addmv},
+    {"addr|addr.out", addr}, {"addmm|addmm.out", addmm}, {"baddbmm|baddbmm.out", baddbmm}, {"addmv|addmv.out", addmv},
 });
 
 }  // namespace
