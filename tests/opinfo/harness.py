@@ -502,7 +502,8 @@ class Runner:
         float32/bfloat16/float16 kernels round differently (after every step of an accumulation, in
         cancelling sums), so CPU itself can be the less accurate one. Elementwise, within the result
         dtype's tolerance: |tpu - ref| <= |cpu - ref| + atol + rtol |ref| (where CPU overflowed to NaN
-        and the reference did not: |tpu - ref| <= atol + rtol |ref|). Types, dtypes, shapes and
+        and the reference did not: |tpu - ref| <= atol + rtol |ref|, or tpu's infinity where the
+        reference is beyond the dtype's range). Types, dtypes, shapes and
         non-float values must still be equal. `reference`: the float64 result (else computed)."""
         if not isinstance(self.dtype, torch.dtype) or not self.dtype.is_floating_point:
             return False
@@ -532,11 +533,13 @@ class Runner:
             if y.is_complex() or z.is_complex():
                 x, y, z = (torch.view_as_real(t.resolve_conj()) for t in (x, y, z.detach()))
             rt, at = DEFAULT_TOL.get(y.dtype, (0.0, 0.0))
+            largest = torch.finfo(y.dtype).max
             x, y, z = x.double(), y.double(), z.detach().double()
             if z.shape != y.shape:
                 return False
             ok = (x - z).abs() <= (y - z).abs() + at + rt * z.abs()
             ok |= y.isnan() & ~z.isnan() & ((x - z).abs() <= at + rt * z.abs())  # CPU NaN, tpu right
+            ok |= y.isnan() & x.isinf() & (z.abs() > largest) & (x.sign() == z.sign())  # tpu overflows as it should
             if not (ok | (x.isnan() & y.isnan())).all():
                 return False
         return True
