@@ -774,8 +774,8 @@ Register r({
     {"_pdist_forward|_pdist_forward.out", pdist_forward, 1u << 1},
     {"_pdist_backward|_pdist_backward.out", pdist_backward, 1u << 2},
     {"_prelu_kernel", prelu},
-    {"rrelu_with_noise_", rrelu_with_noise_, 0, true},  // rrelu_with_noise: csrc/aten/sdpa.cpp
-    {"_ctc_loss|_ctc_loss.out", ctc_loss},  // .Tensor overloads: csrc/aten/sdpa.cpp
+    {"rrelu_with_noise_", rrelu_with_noise_, 0, true},  // rrelu_with_noise: csrc/aten/nn_kernels.cpp
+    {"_ctc_loss|_ctc_loss.out", ctc_loss},  // .Tensor overloads: csrc/aten/nn_kernels.cpp
     {"_ctc_loss_backward|_ctc_loss_backward.out", ctc_loss_backward},
     {"segment_reduce|segment_reduce.out", segment_reduce},
     {"_segment_reduce_backward|_segment_reduce_backward.out", segment_reduce_backward},

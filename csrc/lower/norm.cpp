@@ -139,7 +139,7 @@ Values group_norm_backward(Ctx& c) {
 }
 
 // Batch norm over every dim but 1. (native_batch_norm and _native_batch_norm_legit, which update running
-// statistics in place, run as these pure forms: see csrc/aten/sdpa.cpp.) Arguments by position;
+// statistics in place, run as these pure forms: see csrc/aten/nn_kernels.cpp.) Arguments by position;
 // stats_at < 0: no running statistics; momentum < 0: no update of them.
 struct BatchNorm {
   Value y, mean, invstd, running_mean, running_var;

@@ -4,7 +4,10 @@
 //  - batch norm updates its running statistics in place without declaring it in the schema
 //    (native_batch_norm) or declares mutated arguments that are not its results
 //    (_native_batch_norm_legit): both run as the pure batch norm lowerings, the new running
-//    statistics coming from _native_batch_norm_legit_functional and copied back here.
+//    statistics coming from _native_batch_norm_legit_functional and copied back here (their out=
+//    forms too, and _batch_norm_with_update);
+//  - ctc_loss with tensor lengths, which shape the computation: read on the host;
+//  - rrelu_with_noise writes its noise argument but returns a new tensor.
 // (Convolution, layer and group norm have CompositeExplicitAutograd kernels, but as lowered ops
 // they get `dispatch` as their PrivateUse1 kernel in register.cpp.) native_batch_norm and
 // _native_batch_norm_legit must have no lowering rule of their own, or register.cpp would claim them.
