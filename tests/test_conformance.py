@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import torch_tpu
-from tpu_check import assert_close, flat
+from tpu_check import assert_close, check, check_vs_float64, flat
 
 
 def outcome(fn, device):
@@ -905,3 +905,32 @@ def test_addbmm_in_place_takes_the_result_shape(shape):
     assert tpu.shape == cpu.shape
     if shape == (3, 4):  # (resized outputs hold whatever memory they got on CPU)
         assert torch.equal(tpu, cpu)
+
+
+# ------------------------------------------------------------- matrix products XLA CPU or the composites got wrong
+def randn(*shape, dtype=torch.float32):
+    return torch.randn(*shape).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_addr_rounds_once_in_half_types(dtype):
+    # beta * self + alpha * outer(v1, v2) cancels here: rounding each step (CPU) loses the result's
+    # digits; CUDA and tpu compute in float32 and round once
+    self_, v1, v2 = (torch.tensor(x, dtype=dtype) for x in ([[-8.0625]], [4.5625], [5.15625]))
+    check_vs_float64(lambda s, a, b: torch.addr(s, a, b, beta=0.6, alpha=0.2), self_, v1, v2, ulps=2)
+    check(torch.addr, randn(3, 4, dtype=dtype), randn(3, dtype=dtype), randn(4, dtype=dtype), rtol=1e-2, atol=1e-2)
+    check(lambda s, a, b: torch.addr(s, a, b, beta=0), torch.full((2, 3), float("nan")), randn(2), randn(3))
+    check(lambda s, a, b: torch.addr(s, a, b, beta=False), torch.tensor([[True, False]]), torch.tensor([True]),
+          torch.tensor([False, True]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_bmm_of_one_matrix_with_a_transposed_operand(dtype):
+    # bilinear's backward makes these; XLA CPU could not run a batch-of-one bfloat16 product batched
+    grad = dtype == torch.float32
+    tol = {} if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
+    a_t = randn(1, 8, 3, dtype=dtype).transpose(1, 2)
+    check(torch.bmm, a_t, randn(1, 8, 4, dtype=dtype), grad=grad, **tol)
+    check(torch.baddbmm, randn(1, 3, 4, dtype=dtype), a_t, randn(1, 8, 4, dtype=dtype), grad=grad, **tol)
+    check(torch.nn.functional.bilinear, randn(8, 3, dtype=dtype), randn(8, 4, dtype=dtype), randn(5, 3, 4, dtype=dtype),
+          grad=True, **tol)

@@ -1,11 +1,11 @@
 """Ops the OpInfo sweep found missing, on tpu against CPU: reflection / replication padding, norm,
-pairwise_distance, vdot, linalg.cross, trace, addbmm, bmm of one matrix, angle, cummax / cummin (forward, and backward
+pairwise_distance, vdot, linalg.cross, trace, addbmm, angle, cummax / cummin (forward, and backward
 for float32)."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-from tpu_check import both_raise, check, check_vs_float64, to
+from tpu_check import both_raise, check, to
 
 FLOATS = [torch.float32, torch.bfloat16, torch.float16]
 
@@ -136,30 +136,6 @@ def test_addbmm(dtype):
     check(lambda s, a, b: torch.addbmm(s, a, b, beta=0), nan, R(2, 3, 4, dtype=dtype), R(2, 4, 5, dtype=dtype),
           **tol)
     both_raise(RuntimeError, torch.addbmm, R(3, 5), R(2, 3, 4), R(3, 4, 5))
-
-
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-def test_addr_rounds_once_in_half_types(dtype):
-    # beta * self + alpha * outer(v1, v2) cancels here: rounding each step (CPU) loses the result's
-    # digits; CUDA and tpu compute in float32 and round once
-    self_, v1, v2 = (torch.tensor(x, dtype=dtype) for x in ([[-8.0625]], [4.5625], [5.15625]))
-    check_vs_float64(lambda s, a, b: torch.addr(s, a, b, beta=0.6, alpha=0.2), self_, v1, v2, ulps=2)
-    check(torch.addr, R(3, 4, dtype=dtype), R(3, dtype=dtype), R(4, dtype=dtype), rtol=1e-2, atol=1e-2)
-    check(lambda s, a, b: torch.addr(s, a, b, beta=0), torch.full((2, 3), float("nan")), R(2), R(3))
-    check(lambda s, a, b: torch.addr(s, a, b, beta=False), torch.tensor([[True, False]]), torch.tensor([True]),
-          torch.tensor([False, True]))
-
-
-@pytest.mark.parametrize("dtype", FLOATS)
-def test_bmm_of_one_matrix_with_a_transposed_operand(dtype):
-    # bilinear's backward makes these; XLA CPU could not run a batch-of-one bfloat16 product batched
-    grad = dtype == torch.float32
-    tol = {} if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
-    a_t = R(1, 8, 3, dtype=dtype).transpose(1, 2)
-    check(torch.bmm, a_t, R(1, 8, 4, dtype=dtype), grad=grad, **tol)
-    check(torch.baddbmm, R(1, 3, 4, dtype=dtype), a_t, R(1, 8, 4, dtype=dtype), grad=grad, **tol)
-    check(torch.nn.functional.bilinear, R(8, 3, dtype=dtype), R(8, 4, dtype=dtype), R(5, 3, 4, dtype=dtype),
-          grad=True, **tol)
 
 
 # ---------------------------------------------------------------------------------------------
