@@ -934,3 +934,30 @@ def test_bmm_of_one_matrix_with_a_transposed_operand(dtype):
     check(torch.baddbmm, randn(1, 3, 4, dtype=dtype), a_t, randn(1, 8, 4, dtype=dtype), grad=grad, **tol)
     check(torch.nn.functional.bilinear, randn(8, 3, dtype=dtype), randn(8, 4, dtype=dtype), randn(5, 3, 4, dtype=dtype),
           grad=True, **tol)
+
+
+# ------------------------------------------------------------- XLA CPU's emitters where they differ from PyTorch
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("n", [12, 600])  # small programs compile with XLA's loop emitter, larger ones without
+def test_integer_pow_wraps_as_cpu(dtype, n):
+    base = torch.arange(-n // 2, n // 2).to(dtype)
+    exponents = [0, 1, 2, 3, 7, 63, 64, 70, 127, 200, 255, 1000, 12345, 2**31 - 1]
+    if dtype.is_signed:
+        exponents += [-1, -2, -3, -2**31]
+    for k in exponents:
+        check(torch.pow, base, torch.full((n,), k).to(dtype))
+    check(lambda b: torch.pow(b, 3), base)
+    check(lambda b: torch.pow(2, b.clamp(min=0)), base)
+
+
+@pytest.mark.parametrize("n", [6, 600])
+def test_nan_passes_through_bounded_functions(n):
+    x = torch.linspace(-12, 12, n)
+    x[::5] = float("nan")
+    check(lambda t: torch.logit(t.sigmoid(), eps=0.1), x)
+    check(torch.special.airy_ai, x, rtol=2e-5, atol=2e-6)
+    check(lambda t: t.clamp(-1, 1), x)
+
+
+def test_abs_of_unsigned_is_the_value():
+    check(torch.abs, torch.tensor([0, 1, 200], dtype=torch.uint8))

@@ -593,6 +593,11 @@ Launched run(OpCall& call, const InferResults& infer, c10::ArrayRef<c10::IValue>
 void set_cpu_fallback(bool on) { fallback_on = on; }
 bool cpu_fallback() { return fallback_on; }
 
+at::Tensor& copy_out(at::Tensor& out, const at::Tensor& result) {
+  at::native::resize_output(out, result.sizes());
+  return out.copy_(result);
+}
+
 std::string python_origin() {
   // PyTorch releases the GIL around ops; the calling Python thread is parked in this call, so
   // taking the GIL back briefly reads its frames safely. Threads without Python (the autograd

@@ -38,6 +38,10 @@ ResultFix result_fix_for(const std::string& name);
 // Backwards without any meta kernel whose gradient is shaped and typed like argument 1 (the input).
 bool grad_like_input(const std::string& name);
 
+// An out= kernel's last step, as CPU's: out takes the result's shape (resized, with PyTorch's warning
+// when it had another nonempty shape) and then its values.
+at::Tensor& copy_out(at::Tensor& out, const at::Tensor& result);
+
 // The user's Python file:line of the current call ("" when not called from Python).
 std::string python_origin();
 

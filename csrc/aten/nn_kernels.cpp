@@ -13,7 +13,6 @@
 // _native_batch_norm_legit must have no lowering rule of their own, or register.cpp would claim them.
 #include <ATen/ATen.h>
 #include <ATen/SDPBackend.h>
-#include <ATen/native/Resize.h>
 #include <torch/library.h>
 
 #include "aten/dispatch.h"
@@ -71,10 +70,7 @@ using TensorRefs3 = std::tuple<at::Tensor&, at::Tensor&, at::Tensor&>;
 TensorRefs3 copy_into(const Tensors3& r, at::Tensor& out, at::Tensor& save_mean, at::Tensor& save_invstd) {
   at::Tensor* dst[3] = {&out, &save_mean, &save_invstd};
   const at::Tensor src[3] = {std::get<0>(r), std::get<1>(r), std::get<2>(r)};
-  for (int k = 0; k < 3; ++k) {
-    at::native::resize_output(*dst[k], src[k].sizes());
-    dst[k]->copy_(src[k]);
-  }
+  for (int k = 0; k < 3; ++k) copy_out(*dst[k], src[k]);
   return {out, save_mean, save_invstd};
 }
 TensorRefs3 native_batch_norm_out(const at::Tensor& input, const std::optional<at::Tensor>& weight,

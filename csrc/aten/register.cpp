@@ -1,7 +1,6 @@
 // Every PrivateUse1 registration of torch_tpu. Lowered ops all go through the boxed `dispatch`
 // (the fallback); the few ops here are storage and view plumbing PyTorch needs from any backend.
 #include <ATen/EmptyTensor.h>
-#include <ATen/native/Resize.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/eq.h>
@@ -116,16 +115,14 @@ at::Tensor& addr_in_place(at::Tensor& self, const at::Tensor& v1, const at::Tens
 at::Tensor& addbmm_in_place(at::Tensor& self, const at::Tensor& b1, const at::Tensor& b2, const at::Scalar& beta,
                             const at::Scalar& alpha) {
   at::Tensor r = at::addbmm(self, b1, b2, beta, alpha);
-  at::native::resize_output(self, r.sizes());
-  return self.copy_(r);
+  return copy_out(self, r);
 }
 // narrow_copy.out as CPU's kernel: out keeps self's dtype (CPU's check) and takes the slice's shape
 at::Tensor& narrow_copy_out(const at::Tensor& self, int64_t dim, int64_t start, int64_t length, at::Tensor& out) {
   TORCH_CHECK(self.scalar_type() == out.scalar_type(), "narrow_copy: expected out to have dtype ", self.scalar_type(),
               " but got ", out.scalar_type());
   at::Tensor r = at::narrow_copy(self, dim, start, length);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return copy_out(out, r);
 }
 at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.device() == self.device(), "nonzero: expected self and out to be on the same device, but got out on ",
@@ -133,8 +130,7 @@ at::Tensor& nonzero_out(const at::Tensor& self, at::Tensor& out) {
   TORCH_CHECK(out.scalar_type() == at::kLong, "nonzero: Expected out tensor to have scalar type Long but got scalar type",
               out.scalar_type());
   at::Tensor r = nonzero_counted(self);
-  at::native::resize_output(out, r.sizes());
-  return out.copy_(r);
+  return copy_out(out, r);
 }
 
 // nn.Module._apply keeps each Parameter object (so tied weights stay tied) only when the old and new

@@ -124,7 +124,11 @@ Value Builder::compare(Value a, Value b, Cmp dir, CmpType type) {
 }
 
 Value Builder::select(Value p, Value t, Value f) { return emit(Op::Select, {p, t, f}, {shape::select(p.type, t.type, f.type)})[0]; }
-Value Builder::clamp(Value lo, Value x, Value hi) { return emit(Op::Clamp, {lo, x, hi}, {shape::clamp(lo.type, x.type, hi.type)})[0]; }
+// NaN in x stays NaN, as the spec says: XLA CPU's loop emitter (small programs) clamps it to a bound.
+Value Builder::clamp(Value lo, Value x, Value hi) {
+  Value r = emit(Op::Clamp, {lo, x, hi}, {shape::clamp(lo.type, x.type, hi.type)})[0];
+  return info(x.type.dtype).is_float ? select(compare(x, x, Cmp::NE), x, r) : r;
+}
 Value Builder::convert(Value x, DType to) { return emit(Op::Convert, {x}, {shape::convert(x.type, to)})[0]; }
 Value Builder::bitcast_convert(Value x, DType to) {
   return emit(Op::BitcastConvert, {x}, {shape::bitcast_convert(x.type, to)})[0];

@@ -103,8 +103,10 @@ DType result_type(Ctx& c, std::initializer_list<size_t> args) {
 }
 
 // ---- unary
-Values abs_(Ctx& c) {  // |complex| is real: take it before converting
-  return is_complex(c.v(0).type.dtype) ? Values{result(c, c.b.unary(Op::Abs, c.v(0)))} : unary(c, Op::Abs);
+Values abs_(Ctx& c) {  // |complex| is real: take it before converting; unsigned values are their own
+  DType t = c.v(0).type.dtype;
+  if (info(t).is_unsigned || t == DType::Pred) return {result(c, c.v(0))};
+  return is_complex(t) ? Values{result(c, c.b.unary(Op::Abs, c.v(0)))} : unary(c, Op::Abs);
 }
 Values neg(Ctx& c) { return unary(c, Op::Neg); }
 Values exp_(Ctx& c) { return unary(c, Op::Exp); }
@@ -350,7 +352,24 @@ Values pow_(Ctx& c) {
     Value x = operand(c, 0), y = operand(c, 1);
     return {c.b.or_(x, c.b.unary(Op::Not, y))};
   }
-  return binary(c, Op::Power);
+  const auto& t = info(c.out[0].dtype);
+  if (!t.is_int) return binary(c, Op::Power);
+  // Integers: square-and-multiply over the exponent's bits, wrapping as CPU's kernel (XLA's integer power
+  // is wrong for exponents from 70 on). To negative powers, as PyTorch: 1 and -1 keep their magnitude,
+  // every other base truncates to 0.
+  Builder& b = c.b;
+  Value x = operand(c, 0), y = operand(c, 1), zero = K(b, y, 0), one = K(b, x, 1);
+  Value e = t.is_unsigned ? y : b.select(cmp(b, y, Cmp::LT, zero), zero, y), r = one, base = x;
+  for (int bit = 0; bit < t.bytes * 8 - !t.is_unsigned; ++bit) {
+    r = b.select(cmp(b, b.and_(e, K(b, e, 1)), Cmp::NE, zero), b.mul(r, base), r);
+    base = b.mul(base, base);
+    e = b.binary(Op::ShiftRightLogical, e, K(b, e, 1));
+  }
+  if (t.is_unsigned) return {result(c, r)};
+  Value odd = cmp(b, b.and_(y, K(b, y, 1)), Cmp::NE, zero);
+  Value unit = b.select(cmp(b, x, Cmp::EQ, one), one,
+                        b.select(cmp(b, x, Cmp::EQ, K(b, x, -1)), b.select(odd, K(b, x, -1), one), K(b, x, 0)));
+  return {result(c, b.select(cmp(b, y, Cmp::LT, zero), unit, r))};
 }
 Values maximum(Ctx& c) { return {result(c, max_of(c.b, operand(c, 0), operand(c, 1)))}; }
 Values minimum(Ctx& c) { return {result(c, max_of(c.b, operand(c, 0), operand(c, 1), false))}; }

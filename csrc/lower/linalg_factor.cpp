@@ -316,7 +316,8 @@ Values linalg_matrix_exp(Ctx& c) {
   Dims d{B, n, n};
   Value nrm = reduce(b, reduce(b, b.unary(Op::Abs, a), {1}, Op::Add, 0), {1}, Op::Maximum, 0);
   Value s = b.unary(Op::Ceil, b.div(b.unary(Op::Log, nrm), K(b, nrm, 0.6931471805599453)));
-  s = convert(b, b.clamp(K(b, s, 0), s, K(b, s, 100)), DType::S32);  // NaN -> 0
+  s = b.select(is_nan(b, s), K(b, s, 0), s);  // NaN: no scaling (the result is NaN anyway)
+  s = convert(b, b.clamp(K(b, s, 0), s, K(b, s, 100)), DType::S32);
   bool f64 = nrm.type.dtype == DType::F64;
   DType it = f64 ? DType::S64 : DType::S32;
   Value e = convert(b, s, it);
