@@ -961,3 +961,12 @@ def test_nan_passes_through_bounded_functions(n):
 
 def test_abs_of_unsigned_is_the_value():
     check(torch.abs, torch.tensor([0, 1, 200], dtype=torch.uint8))
+
+
+def test_complex_logcumsumexp_keeps_cpus_angle():
+    # the angle of a partial result is not wrapped to (-pi, pi]: it depends on the order of combination,
+    # which is CPU's left-to-right loop
+    g = torch.Generator().manual_seed(0)
+    x = torch.complex(torch.randn(3, 40, 5, generator=g), 4 * torch.randn(3, 40, 5, generator=g))
+    for dim in (0, 1, -1):
+        check(lambda t: torch.logcumsumexp(t, dim), x, rtol=1e-4, atol=1e-4)

@@ -259,23 +259,37 @@ Values cum(Ctx& c, Op op, double init) {  // cumsum(self, dim, *, dtype)
 }
 Values cumsum(Ctx& c) { return cum(c, Op::Add, 0); }
 Values cumprod(Ctx& c) { return cum(c, Op::Multiply, 1); }
-Values logcumsumexp(Ctx& c) {  // log(exp(l) + exp(r)) = max + log1p(exp(min - max))
+// log(exp(l) + exp(r)) = max + log1p(exp(min - max)), the larger (real part) first, as CPU
+Value log_add_exp(Builder& b, Value l, Value r) {
+  if (is_complex(l.type.dtype)) {
+    Value first = b.compare(b.unary(Op::Real, l), b.unary(Op::Real, r), Cmp::GE);
+    Value hi = b.select(first, l, r), lo = b.select(first, r, l);
+    Value v = b.add(hi, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(lo, hi))));
+    Value lo_re = b.unary(Op::Real, lo);
+    return b.select(b.compare(lo_re, k(b, -INFINITY, lo_re), Cmp::EQ), hi, v);
+  }
+  Value hi = nan_max(b, l, r, true), lo = nan_max(b, l, r, false);
+  Value v = b.add(hi, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(lo, hi))));
+  return b.select(b.compare(lo, k(b, -INFINITY, lo), Cmp::EQ), hi, v);  // also keeps +inf, -inf
+}
+Values logcumsumexp(Ctx& c) {
   Value x = input(c);
   if (x.type.rank() == 0) return {finish(c, x)};
   Builder& b = c.b;
-  auto f = [&b](Value l, Value r) {
-    if (is_complex(l.type.dtype)) {  // ordered by real part, as CPU
-      Value first = b.compare(b.unary(Op::Real, l), b.unary(Op::Real, r), Cmp::GE);
-      Value hi = b.select(first, l, r), lo = b.select(first, r, l);
-      Value v = b.add(hi, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(lo, hi))));
-      Value lo_re = b.unary(Op::Real, lo);
-      return b.select(b.compare(lo_re, k(b, -INFINITY, lo_re), Cmp::EQ), hi, v);
-    }
-    Value hi = nan_max(b, l, r, true), lo = nan_max(b, l, r, false);
-    Value v = b.add(hi, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(lo, hi))));
-    return b.select(b.compare(lo, k(b, -INFINITY, lo), Cmp::EQ), hi, v);  // also keeps +inf, -inf
-  };
-  return {finish(c, scan(b, x, wrap_dim(c.i(1), x.type.rank()), f, -INFINITY))};
+  int64_t dim = wrap_dim(c.i(1), x.type.rank());
+  if (!is_complex(x.type.dtype) || x.type.dims[dim] < 2)
+    return {finish(c, scan(b, x, dim, [&b](Value l, Value r) { return log_add_exp(b, l, r); }, -INFINITY))};
+  // Complex: the angle of each partial result depends on the order of combination (it is not wrapped
+  // to (-pi, pi]), so the running value goes left to right as in CPU's loop.
+  Dims one = x.type.dims;
+  one[dim] = 1;
+  return {finish(c, loop(b, 1, x.type.dims[dim], 1, {x}, [&](Builder& w, Value i, const Values& s) {
+    Values at(one.size(), w.splat(hlo::scalar(DType::S32), 0)), before = at;
+    at[dim] = i;
+    before[dim] = w.sub(i, w.splat(hlo::scalar(DType::S32), 1));
+    Value v = log_add_exp(w, w.dynamic_slice(s[0], before, one), w.dynamic_slice(s[0], at, one));
+    return Values{w.dynamic_update_slice(s[0], v, at)};
+  })[0])};
 }
 
 // ---- softmax
