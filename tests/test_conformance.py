@@ -342,6 +342,13 @@ def dense(d):
     return torch.arange(6., device=d).reshape(2, 3) - 2
 
 
+def sparse_grad(d):
+    """The gradient of a dense tensor through to_sparse (sparse_mask of the incoming gradient)."""
+    x = dense(d).requires_grad_()
+    (x.to_sparse() * torch.arange(6., device=d).reshape(2, 3).to_sparse()).to_dense().sum().backward()
+    return x.grad
+
+
 def as_dense(x):
     """A sparse result as (dense values, its coalesced indices and values) for comparison."""
     if isinstance(x, torch.Tensor) and x.layout == torch.sparse_coo:
@@ -397,11 +404,18 @@ def as_dense(x):
     lambda d: coo(d, torch.int64) / 2,                                       # integer division promotes
     lambda d: torch.true_divide(coo(d, torch.int32), torch.tensor(3, device=d)),
     lambda d: coo(d).div_(2),
+    lambda d: dense(d).sparse_mask(coo(d)),
+    lambda d: dense(d).sparse_mask(coo(d).coalesce()),
+    lambda d: coo(d).sparse_mask(dense(d).to_sparse()),
+    lambda d: torch.ones(2, 2, device=d).sparse_mask(torch.sparse_coo_tensor(torch.tensor([[1]]), torch.ones(1, 2), (2, 2),
+                                                                              device=d)),
+    lambda d: sparse_grad(d),
 ], ids=["create", "coalesce", "int", "to_sparse", "to_sparse_1", "to_sparse_zeros", "zeros", "hybrid", "3d", "mm",
         "matmul", "addmm", "sparse_sum", "sum", "add", "add_alpha", "dense_add", "add_dense", "dense_add_", "add_",
         "mul_number", "mul_tensor", "cpu", "from_cpu", "nnz", "coalesced_nnz", "t",
         "t_mm", "sub", "dense_sub", "sub_", "dense_sub_", "add_cast", "mul_sparse", "mul_dense", "dense_mul",
-        "mul_", "dense_mul_", "div", "div_int", "true_divide", "div_"])
+        "mul_", "dense_mul_", "div", "div_int", "true_divide", "div_", "sparse_mask", "sparse_mask_coalesced",
+        "sparse_mask_of_sparse", "sparse_mask_hybrid", "to_sparse_backward"])
 def test_sparse_coo(call):
     same(lambda d: as_dense(call(d)))
 

@@ -76,6 +76,17 @@ at::Tensor to_dense_sparse(const at::Tensor& self, std::optional<at::ScalarType>
   return dense.reshape(self.sizes());
 }
 
+// self's values at mask's indices (to_sparse's backward): a sparse tensor with mask's indices, self's dtype.
+at::Tensor sparse_mask_sparse(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.sizes().equals(self.sizes()), "sparse_mask(): operands have incompatible sizes; self has size ",
+              self.sizes(), " but mask has size ", mask.sizes());
+  std::vector<int64_t> flat = {1};
+  for (int64_t s : sparse_sizes(mask)) flat[0] *= s;
+  for (int64_t i = mask.sparse_dim(); i < mask.dim(); ++i) flat.push_back(mask.size(i));
+  at::Tensor dense = (self.is_sparse() ? self.to_dense() : self).reshape(flat);
+  return make_sparse(mask, mask._indices().clone(), dense.index_select(0, linear_index(mask)), mask.is_coalesced());
+}
+
 void check_same_sizes(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.sizes() == b.sizes(), "add: expected 'self' and 'other' to have same size, but self has size ", a.sizes(),
               " while other has size ", b.sizes(), " (FYI: dense-sparse addition does not currently support broadcasting)");
@@ -230,6 +241,7 @@ TORCH_LIBRARY_IMPL(aten, SparsePrivateUse1, m) {
   m.impl("mm", TORCH_FN(mm_sparse));
   m.impl("addmm", TORCH_FN(addmm_sparse));
   m.impl("sum", TORCH_FN(sum_sparse));
+  m.impl("sparse_mask", TORCH_FN(sparse_mask_sparse));
   m.impl("mul.Tensor", TORCH_FN(mul_sparse));
   m.impl("mul.Scalar", TORCH_FN(mul_scalar_sparse));
   m.impl("mul_.Tensor", TORCH_FN(mul_sparse_));
