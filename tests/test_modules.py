@@ -1,8 +1,11 @@
-"""nn.Module on tpu: moving modules keeps Parameter identity, so tied weights stay tied (as on CUDA)."""
+"""nn.Module on tpu: moving modules keeps Parameter identity, so tied weights stay tied (as on CUDA);
+recurrent and transformer layers (whose fused kernels PyTorch calls on accelerators) match CPU."""
 import copy
 
 import pytest
 import torch
+
+from tpu_check import assert_close, flat
 
 
 class TiedLM(torch.nn.Module):
@@ -73,3 +76,86 @@ def test_optimizer_keeps_updating_the_moved_parameters():
         model(x).sum().backward()
         o.step()
     torch.testing.assert_close(m.emb.weight.cpu(), ref.emb.weight, rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------- recurrent and transformer layers
+def run_both(module, *inputs, backward=True):
+    """module(*inputs) on CPU and on a tpu copy: outputs, input gradients and parameter gradients match."""
+    moved = copy.deepcopy(module).to("tpu")
+    cpu_in = [x.detach().requires_grad_(x.is_floating_point() and backward) for x in inputs]
+    tpu_in = [x.detach().to("tpu").requires_grad_(x.is_floating_point() and backward) for x in inputs]
+    expected, actual = module(*cpu_in), moved(*tpu_in)
+    assert_close(flat(actual), flat(expected))
+    if backward:
+        sum(o.sum() for o in flat(expected)).backward()
+        sum(o.sum() for o in flat(actual)).backward()
+        assert_close([x.grad for x in tpu_in if x.grad is not None], [x.grad for x in cpu_in if x.grad is not None])
+        assert_close([p.grad for p in moved.parameters()], [p.grad for p in module.parameters()])
+
+
+@pytest.mark.parametrize("cls", [torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN])
+@pytest.mark.parametrize("kw", [dict(num_layers=2, batch_first=True), dict(bidirectional=True), dict(bias=False)],
+                         ids=["two_layers", "bidirectional", "no_bias"])
+def test_recurrent_layers(cls, kw):
+    torch.manual_seed(0)
+    run_both(cls(5, 7, **kw).double(), torch.randn(3, 4, 5, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("cls", [torch.nn.LSTMCell, torch.nn.GRUCell])
+def test_recurrent_cells_and_their_double_backward(cls):
+    torch.manual_seed(0)
+    cell = cls(3, 4).double()
+    run_both(cell, torch.randn(2, 3, dtype=torch.float64))
+
+    def second(m, x):
+        out = m(x)
+        h = out[0] if isinstance(out, tuple) else out
+        g, = torch.autograd.grad(h.pow(2).sum(), x, create_graph=True)
+        return torch.autograd.grad(g.sum(), x)[0]
+    x = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    assert_close(second(copy.deepcopy(cell).to("tpu"), x.detach().to("tpu").requires_grad_()), second(cell, x))
+
+
+def test_lstm_on_packed_sequences():
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 4)
+    packed = torch.nn.utils.rnn.pack_padded_sequence(torch.randn(5, 2, 3), torch.tensor([5, 3]))
+    expected, _ = lstm(packed)
+    actual, _ = copy.deepcopy(lstm).to("tpu")(packed.to("tpu"))
+    assert_close(actual.data, expected.data)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_transformer_encoder_layer_inference_fast_path(norm_first, activation):
+    # eval + no_grad: PyTorch calls its fused kernel (_transformer_encoder_layer_fwd) on tpu too
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=norm_first,
+                                             activation=activation).eval()
+    x, pad = torch.randn(2, 5, 16), torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    with torch.no_grad():
+        run_both(layer, x, backward=False)
+        expected = layer(x, src_key_padding_mask=pad)
+        actual = copy.deepcopy(layer).to("tpu")(x.to("tpu"), src_key_padding_mask=pad.to("tpu"))
+        assert_close(actual, expected)
+
+
+def test_transformer_encoder_and_attention_inference():
+    torch.manual_seed(0)
+    encoder = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True),
+                                          2, enable_nested_tensor=False).eval()
+    attention = torch.nn.MultiheadAttention(16, 4, batch_first=True).eval()
+    x, pad = torch.randn(2, 5, 16), torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    with torch.no_grad():
+        expected = encoder(x, src_key_padding_mask=pad)
+        actual = copy.deepcopy(encoder).to("tpu")(x.to("tpu"), src_key_padding_mask=pad.to("tpu"))
+        assert_close(actual, expected)
+        # with nested tensors CPU zeroes the padded positions; tpu (no nested tensors) computes them
+        encoder.use_nested_tensor = True
+        nested = copy.deepcopy(encoder).to("tpu")(x.to("tpu"), src_key_padding_mask=pad.to("tpu"))
+        assert_close(nested[~pad.to("tpu")], encoder(x, src_key_padding_mask=pad)[~pad])
+        for average in (True, False):
+            mask = pad.to("tpu")
+            actual = copy.deepcopy(attention).to("tpu")(*[x.to("tpu")] * 3, key_padding_mask=mask,
+                                                        average_attn_weights=average)
+            assert_close(actual, attention(x, x, x, key_padding_mask=pad, average_attn_weights=average))

@@ -15,7 +15,7 @@ def _register():
     _registered = True
     import torch
 
-    from torch_tpu import _aten, _meta, context, device_module, runtime  # noqa: F401 (_meta: Meta kernels PyTorch lacks)
+    from torch_tpu import _aten, _fastpath, _meta, context, device_module, runtime  # noqa: F401 (kernels registered on import)
 
     torch.utils.rename_privateuse1_backend("tpu")
     torch._register_device_module("tpu", device_module)

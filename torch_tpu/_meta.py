@@ -104,6 +104,38 @@ def _weight_norm_interface_meta(v, g, dim=0):
 _lib.impl("_weight_norm_interface", _weight_norm_interface_meta, "Meta")
 
 
+# fused recurrent cells: PyTorch calls them on accelerators and has kernels for them only on CUDA (rules in
+# csrc/lower/rnn.cpp, which give the workspaces CUDA's layout)
+
+def _check_cell(input_gates, hidden_gates, h, chunks):
+    torch._check(input_gates.dim() == 2 and input_gates.shape == hidden_gates.shape,
+                 lambda: "_thnn_fused_cell: input_gates and hidden_gates must be 2-D of the same shape")
+    torch._check(h.dim() == 2 and input_gates.shape == (h.shape[0], chunks * h.shape[1]),
+                 lambda: f"_thnn_fused_cell: gates must be (batch, {chunks} * hidden) for a (batch, hidden) state")
+
+
+# replaces PyTorch's, which fails without biases (nn.LSTM(bias=False)): it asks a None bias for its device
+def _thnn_fused_lstm_cell(input_gates, hidden_gates, cx, input_bias=None, hidden_bias=None):
+    _check_cell(input_gates, hidden_gates, cx, 4)
+    return torch.empty_like(cx), torch.empty_like(cx), torch.empty_like(input_gates)
+
+
+_lib.impl("_thnn_fused_lstm_cell", _thnn_fused_lstm_cell, "Meta")
+
+
+@_impl("_thnn_fused_gru_cell")
+def _thnn_fused_gru_cell(input_gates, hidden_gates, hx, input_bias=None, hidden_bias=None):
+    _check_cell(input_gates, hidden_gates, hx, 3)
+    return torch.empty_like(hx), hx.new_empty(hx.shape[0], 5 * hx.shape[1])
+
+
+@_impl("_thnn_fused_gru_cell_backward")
+def _thnn_fused_gru_cell_backward(grad_hy, workspace, has_bias):
+    gates = grad_hy.new_empty(grad_hy.shape[0], 3 * grad_hy.shape[1])
+    biases = (gates.new_empty(gates.shape[1]), gates.new_empty(gates.shape[1])) if has_bias else (None, None)
+    return gates, torch.empty_like(gates), torch.empty_like(grad_hy), *biases
+
+
 # linalg (rules in csrc/lower/linalg_spectral.cpp)
 
 def _check_matrix(a, what):

@@ -245,6 +245,36 @@ ArgCheck arg_check_for(const std::string& name) {
     return [](const std::string&, Args args) {
       TORCH_CHECK(num(args, 2) <= num(args, 3), "torch.histc: max must be larger than min");
     };
+  // an in-place forward saved its result, which a negative slope makes ambiguous to invert
+  if (base == "elu_backward")
+    return [](const std::string&, Args args) {
+      TORCH_CHECK(!args[4].toBool() || num(args, 1) >= 0, "In-place elu backward calculation is triggered with a negative "
+                  "slope which is not supported. This is caused by calling in-place forward function with a negative "
+                  "slope, please call out-of-place version instead.");
+    };
+  if (base == "leaky_relu_backward")
+    return [](const std::string&, Args args) {
+      TORCH_CHECK(!args[3].toBool() || num(args, 2) >= 0, "In-place leakyReLu backward calculation is triggered with a "
+                  "negative slope which is not supported. This is caused by calling in-place forward function with a "
+                  "negative slope, please call out-of-place version instead. File an issue at "
+                  "https://github.com/pytorch/pytorch if you do require supporting in-place leakRelu backward calculation "
+                  "with negative slope");
+    };
+  if (base == "_ctc_loss")
+    return [](const std::string&, Args args) {
+      TORCH_CHECK(args[0].toTensor().numel() > 0, "log_probs tensor must not be empty");
+    };
+  if (base == "heaviside" || base == "heaviside_")
+    return [](const std::string&, Args args) {
+      at::ScalarType a = args[0].toTensor().scalar_type(), b = args[1].toTensor().scalar_type();
+      TORCH_CHECK(!at::isComplexType(a) && !at::isComplexType(b), "heaviside is not yet implemented for complex tensors.");
+      TORCH_CHECK(a == b, "heaviside is not yet implemented for tensors with different dtypes.");
+    };
+  if (base == "polar" || base == "complex")  // CPU's TensorIterator check, before the result type is known
+    return [](const std::string&, Args args) {
+      at::ScalarType a = args[0].toTensor().scalar_type(), b = args[1].toTensor().scalar_type();
+      TORCH_CHECK(a == b, "Expected object of scalar type ", a, " but got scalar type ", b, " for second argument");
+    };
   if (name == "aminmax" || name == "aminmax.out")
     return [](const std::string&, Args args) {
       at::ScalarType t = args[0].toTensor().scalar_type();

@@ -34,7 +34,8 @@ c10::TypeKind kind_of(const c10::TypePtr& t) {
 }
 
 bool data_dependent(const std::string& name);
-bool gathers(const std::string& name);
+enum class Overlap : uint8_t { Checked, Gathers, Unchecked };
+Overlap overlap_rule(const std::string& name);
 bool reads_index_lists(const std::string& name);
 
 // What dispatch needs to know of an operator, worked out at its first call, so that a cached call does
@@ -45,7 +46,8 @@ struct OpEntry {
   std::string qualified;  // "aten::add.Tensor" (other namespaces: their own)
   const lower::Rule* rule = nullptr;
   ArgCheck check_args = nullptr;
-  bool data_dependent = false, gathers = false, index_lists = false;
+  bool data_dependent = false, index_lists = false;
+  Overlap overlap = Overlap::Checked;
   bool typed_params = false;  // a ScalarType or Layout parameter, or a conversion to a sparse layout
   bool grad_like_input = false;  // a backward without any meta kernel: the gradient is like argument 1
   ResultFix fix_results = nullptr;
@@ -58,7 +60,7 @@ struct OpEntry {
     check_args = arg_check_for(name);
     fix_results = result_fix_for(name);
     data_dependent = aten::data_dependent(name);
-    gathers = aten::gathers(name);
+    overlap = overlap_rule(name);
     index_lists = reads_index_lists(name);
     typed_params = base.find("to_sparse_") != std::string::npos;
     grad_like_input = aten::grad_like_input(name);
@@ -448,12 +450,17 @@ struct Mutated {
 
 // CPU's memory-overlap rules for written tensors (TensorIterator's): no element written twice, and no
 // written tensor partly overlapping an input (the same tensor is fine, except for the ops that gather).
-bool gathers(const std::string& name) {
-  static const std::set<std::string> ops = {"cat", "take", "masked_select", "kthvalue", "index_select", "gather"};
-  return ops.count(name.substr(0, name.find('.'))) > 0;
+// threshold_ checks nothing (an expanded tensor takes the same value at each of its aliases).
+Overlap overlap_rule(const std::string& name) {
+  static const std::set<std::string> gather = {"cat", "take", "masked_select", "kthvalue", "index_select", "gather"};
+  std::string base = name.substr(0, name.find('.'));
+  if (base == "threshold" || base == "threshold_") return Overlap::Unchecked;
+  return gather.count(base) ? Overlap::Gathers : Overlap::Checked;
 }
 
-void check_overlap(bool gather, const Mutated& m) {
+void check_overlap(Overlap rule, const Mutated& m) {
+  if (rule == Overlap::Unchecked) return;
+  bool gather = rule == Overlap::Gathers;
   for (const auto* written : {&m.self, &m.out})
     for (const at::Tensor& w : *written) {
       at::assert_no_internal_overlap(w);
@@ -513,7 +520,7 @@ bool data_dependent(const std::string& name) {
   return ops.count(name) || ops.count(name.substr(0, name.find('.')));
 }
 
-void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name, bool gathers) {
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name, Overlap overlap) {
   static std::mutex mu;
   static std::set<std::string> warned;
   {  // CPU's overlap checks: the CPU copies of the arguments never alias each other
@@ -524,7 +531,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const s
       flatten(args[i], params[i].is_out() ? m.out : m.read);
       if (is_write(params[i]) && !params[i].is_out()) flatten(args[i], m.self);
     }
-    check_overlap(gathers, m);
+    check_overlap(overlap, m);
   }
   if (data_dependent(name)) {
     metrics::count(metrics::HostSyncs);
@@ -632,7 +639,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // layout= arguments, and conversions to sparse layouts, can ask for them.
   if (entry.typed_params) reject_unsupported_tensors(op, torch::jit::last(*stack, n));
   if (!rule) {
-    if (fallback_on || entry.data_dependent) return run_on_cpu(op, stack, name, entry.gathers);
+    if (fallback_on || entry.data_dependent) return run_on_cpu(op, stack, name, entry.overlap);
     not_lowered(entry.qualified);
   }
   if (entry.index_lists) prepare_indices(name, stack, n);
@@ -665,7 +672,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     for (size_t i = 0; i < n; ++i)
       if (args[i].isDevice() && args[i].toDevice().type() == c10::DeviceType::PrivateUse1)
         b.device = args[i].toDevice().has_index() ? args[i].toDevice().index() : 0;
-  check_overlap(entry.gathers, m);
+  check_overlap(entry.overlap, m);
   for (const at::Tensor& t : m.out) {
     if (b.device < 0) b.device = t.device().index();
     // as CUDA's structured out= kernels: before any dtype check
@@ -676,6 +683,10 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // The default dtype decides result types (integer true_divide, int tensor + Python float, factories).
   call.context_key.push_back(static_cast<char>(c10::typeMetaToScalarType(c10::get_default_dtype())));
   for (const at::Tensor& t : m.out) call.context_key.push_back(static_cast<char>(t.scalar_type()));
+  // The key leaves out the strides of size-1 dims, which decide whether PyTorch calls an input
+  // channels_last (and so lays out pooling, upsampling and convolution results)
+  for (const at::Tensor& t : m.read)
+    if (t.dim() >= 4) call.context_key.push_back(static_cast<char>(t.suggest_memory_format()));
   call.device = std::max(b.device, 0);
   if (rule->random) {
     auto [seed, counter] = next_random(generator, call.device);
@@ -753,7 +764,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     check_read_write_shapes(m, results);
     bool resized = false;
     for (size_t k = 0; k < m.out.size(); ++k) resized |= at::native::resize_output(m.out[k], results[k].sizes());
-    if (resized) check_overlap(entry.gathers, m);  // as CPU, which checks the resized out tensors
+    if (resized) check_overlap(entry.overlap, m);  // as CPU, which checks the resized out tensors
     for (size_t k = 0; k < m.out.size(); ++k) {
       Storage& st = storage_of(m.out[k]);
       if (m.out[k].scalar_type() == results[k].scalar_type() && Write{k, &st, view_of(m.out[k])}.covers())

@@ -115,7 +115,12 @@ Value Builder::iota(const TensorType& t, int64_t dim) {
 }
 
 Value Builder::unary(Op op, Value x) { return emit(op, {x}, {shape::unary(op, x.type)})[0]; }
-Value Builder::binary(Op op, Value a, Value b) { return emit(op, {a, b}, {shape::binary(op, a.type, b.type)})[0]; }
+Value Builder::binary(Op op, Value a, Value b) {
+  TensorType t = shape::binary(op, a.type, b.type);
+  // StableHLO's folder treats an empty constant as a splat of 0 and folds integer x / 0 on the host: SIGFPE
+  if (t.numel() == 0) return splat(t, 0);
+  return emit(op, {a, b}, {t})[0];
+}
 
 Value Builder::compare(Value a, Value b, Cmp dir, CmpType type) {
   TensorType t = shape::compare(a.type, b.type, dir, type);

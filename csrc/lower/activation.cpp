@@ -158,11 +158,11 @@ Values hardsigmoid_backward(Ctx& c) {  // grad / 6 inside (-3, 3)
   Value in = b.and_(cmp(b, x, Cmp::GT, K(b, x, -3)), cmp(b, x, Cmp::LT, K(b, x, 3)));
   return {result(c, sel(b, in, b.div(g, K(b, g, 6)), K(b, g, 0)))};
 }
-Values hardswish_backward(Ctx& c) {  // 0 below -3, grad (x / 3 + 1/2) up to 3, grad above
+Values hardswish_backward(Ctx& c) {  // 0 up to -3, grad (x / 3 + 1/2) below 3, grad from 3 (CPU's ends)
   Builder& b = c.b;
   Value g = operand(c, 0), x = operand(c, 1);
   Value mid = b.mul(g, b.add(b.div(x, K(b, x, 3)), K(b, x, 0.5)));
-  return {result(c, sel(b, cmp(b, x, Cmp::LT, K(b, x, -3)), K(b, g, 0), sel(b, cmp(b, x, Cmp::LE, K(b, x, 3)), mid, g)))};
+  return {result(c, sel(b, cmp(b, x, Cmp::LE, K(b, x, -3)), K(b, g, 0), sel(b, cmp(b, x, Cmp::LT, K(b, x, 3)), mid, g)))};
 }
 Values log_sigmoid_backward(Ctx& c) {  // grad sigmoid(-x)
   Value g = operand(c, 0), x = operand(c, 1);

@@ -103,10 +103,19 @@ DType result_type(Ctx& c, std::initializer_list<size_t> args) {
 }
 
 // ---- unary
+// |re + i im| as C's cabs: inf if either part is infinite (even with a NaN), else NaN if either is NaN.
+// XLA CPU's complex abs loses a NaN part.
+Value complex_abs(Builder& b, Value z) {
+  Value re = b.unary(Op::Real, z), im = b.unary(Op::Imag, z);
+  Value inf = K(b, re, INFINITY), nan = K(b, re, NAN);
+  Value any_inf = b.or_(cmp(b, b.unary(Op::Abs, re), Cmp::EQ, inf), cmp(b, b.unary(Op::Abs, im), Cmp::EQ, inf));
+  Value any_nan = b.or_(is_nan(b, re), is_nan(b, im));
+  return b.select(any_inf, inf, b.select(any_nan, nan, b.unary(Op::Abs, z)));
+}
 Values abs_(Ctx& c) {  // |complex| is real: take it before converting; unsigned values are their own
   DType t = c.v(0).type.dtype;
   if (info(t).is_unsigned || t == DType::Pred) return {result(c, c.v(0))};
-  return is_complex(t) ? Values{result(c, c.b.unary(Op::Abs, c.v(0)))} : unary(c, Op::Abs);
+  return is_complex(t) ? Values{result(c, complex_abs(c.b, c.v(0)))} : unary(c, Op::Abs);
 }
 Values neg(Ctx& c) { return unary(c, Op::Neg); }
 Values exp_(Ctx& c) { return unary(c, Op::Exp); }
@@ -508,6 +517,10 @@ Values isnan(Ctx& c) {
 }
 Values isinf(Ctx& c) {
   Value x = c.v(0);
+  if (is_complex(x.type.dtype)) {
+    Value re = c.b.unary(Op::Abs, c.b.unary(Op::Real, x)), im = c.b.unary(Op::Abs, c.b.unary(Op::Imag, x));
+    return {c.b.or_(c.b.compare(re, K(c.b, re, INFINITY), Cmp::EQ), c.b.compare(im, K(c.b, im, INFINITY), Cmp::EQ))};
+  }
   if (!is_float(x.type.dtype)) return {convert(c.b, zeros(c.b, x.type), DType::Pred)};
   Value a = c.b.unary(Op::Abs, x);
   return {c.b.compare(a, K(c.b, a, INFINITY), Cmp::EQ)};

@@ -68,14 +68,32 @@ Value operand(Ctx& c, size_t i) { return operand(c, i, compute_type(c.out[0].dty
 
 Value result(Ctx& c, Value x, size_t k) { return convert(c.b, x, c.out[k].dtype); }
 
+DType resample_type(DType t) {
+  if (t == DType::U8) return DType::F32;
+  if (!is_float(t)) throw hlo::DTypeError("resampling takes floating point or uint8 images");
+  return compute_type(t);
+}
+Value resample_round(Builder& b, Value x, DType out) {
+  if (out != DType::U8 || x.type.dtype == DType::U8) return x;
+  Value r = b.unary(hlo::Op::Floor, b.add(x, scalar_like(b, 0.5, x.type)));
+  return b.binary(hlo::Op::Minimum, b.binary(hlo::Op::Maximum, r, scalar_like(b, 0, r.type)), scalar_like(b, 255, r.type));
+}
+
 Values unary(Ctx& c, hlo::Op op) { return {result(c, c.b.unary(op, operand(c, 0)))}; }
 
 Values binary(Ctx& c, hlo::Op op) { return {result(c, c.b.binary(op, operand(c, 0), operand(c, 1)))}; }
 
+Value nan_max(Builder& b, Value x, Value y, bool is_max) {
+  Value m = b.binary(is_max ? hlo::Op::Maximum : hlo::Op::Minimum, x, y);
+  if (!is_float(x.type.dtype)) return m;
+  return b.select(is_nan(b, x), x, b.select(is_nan(b, y), y, m));
+}
+
 Value reduce(Builder& b, Value x, const Dims& dims, hlo::Op op, double init) {
   Value init_v = b.splat(hlo::scalar(x.type.dtype), init);
-  return b.reduce({x}, {init_v}, dims, [op](Builder& r, const Values& a) {
-    return Values{r.binary(op, a[0], a[1])};
+  bool extreme = op == hlo::Op::Maximum || op == hlo::Op::Minimum;
+  return b.reduce({x}, {init_v}, dims, [op, extreme](Builder& r, const Values& a) {
+    return Values{extreme ? nan_max(r, a[0], a[1], op == hlo::Op::Maximum) : r.binary(op, a[0], a[1])};
   })[0];
 }
 

@@ -39,7 +39,10 @@ Value result(Ctx& c, Value x, size_t k = 0);
 Values unary(Ctx& c, hlo::Op op);
 Values binary(Ctx& c, hlo::Op op);
 
-// Reduce `x` over `dims` with `op` (add / max / min / multiply / and / or) from `init`.
+// max / min propagating NaN, as PyTorch does (XLA CPU's maximum / minimum may drop a NaN).
+Value nan_max(Builder& b, Value x, Value y, bool is_max);
+// Reduce `x` over `dims` with `op` (add / max / min / multiply / and / or) from `init`; max and min
+// propagate NaN.
 Value reduce(Builder& b, Value x, const Dims& dims, hlo::Op op, double init);
 
 // Device-side checks (hlo::Check): `bad` (pred) marks failing elements and `value` (same shape, any
@@ -55,6 +58,13 @@ Value keep_dims(Builder& b, Value x, const Dims& dims, const Dims& full_shape);
 
 Value erf_of(Builder& b, Value x);                   // elementwise.cpp
 Value gelu_of(Builder& b, Value x, bool tanh_approx);  // elementwise.cpp
+
+// Image resampling (upsample_*, interpolate) computes in float: the working type for input dtype t.
+// Integer inputs other than uint8 images are rejected (hlo::DTypeError), as on CPU and CUDA.
+DType resample_type(DType t);
+// One axis pass of resampling x (computed in resample_type) into out[0]'s dtype: uint8 images round half
+// up and saturate after every pass, as CPU's separable uint8 kernels do; other types pass through.
+Value resample_round(Builder& b, Value x, DType out);
 
 double lowest(DType t);   // -inf for floats, the minimum for integers
 double highest(DType t);

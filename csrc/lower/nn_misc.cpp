@@ -185,13 +185,14 @@ Values embedding_bag_psw_backward(Ctx& c) {
 
 // ---- cdist / pdist ----
 
-// The p-norm of `diff` over dim `dim`, PyTorch's way: p = 0 counts nonzeros, p = inf takes the max.
-Value pnorm(Builder& b, Value diff, double p, int64_t dim) {
+// The p-norm of `diff` over dim `dim`, PyTorch's way: p = 0 counts nonzeros, p = inf takes the max (which
+// drops NaN where CPU's does: cdist).
+Value pnorm(Builder& b, Value diff, double p, int64_t dim, bool max_drops_nan = false) {
   Value a = b.unary(Op::Abs, diff);
   if (p == 0) return sum(b, as(b, b.compare(a, K(b, a, 0), Cmp::NE), a.type.dtype), {dim});
   if (p == 1) return sum(b, a, {dim});
   if (p == 2) return b.unary(Op::Sqrt, sum(b, b.mul(a, a), {dim}));
-  if (std::isinf(p)) return reduce(b, a, {dim}, Op::Maximum, 0);
+  if (std::isinf(p)) return reduce(b, max_drops_nan ? where(b, b.compare(a, a, Cmp::EQ), a, 0) : a, {dim}, Op::Maximum, 0);
   Value s = sum(b, b.binary(Op::Power, a, K(b, a, p)), {dim});
   return b.binary(Op::Power, s, K(b, s, 1 / p));
 }
@@ -232,7 +233,7 @@ Dims batch_of(const Dims& out) { return Dims(out.begin(), out.end() - 2); }
 Values cdist_forward(Ctx& c) {
   DType t = compute_type(c.out[0].dtype);
   Value diff = pair_diff(c.b, c.v(0), c.v(1), batch_of(c.out[0].dims), t);
-  return {result(c, pnorm(c.b, diff, c.f(2), diff.type.rank() - 1))};
+  return {result(c, pnorm(c.b, diff, c.f(2), diff.type.rank() - 1, true))};
 }
 // Sums x down to `dims` (right-aligned, like autograd's sum_to_size).
 Value sum_to(Builder& b, Value x, const Dims& dims) {
@@ -601,6 +602,7 @@ Value lse3(Builder& b, Value x, Value y, Value z) {
 // x shifted along its last dim by `k` (positive: toward higher indices), filled with -inf.
 Value shift(Builder& b, Value x, int64_t k) {
   int64_t r = x.type.rank(), n = x.type.dims.back();
+  if (std::abs(k) >= n) return b.splat(x.type, -INFINITY);
   Dims lo(r, 0), hi(r, 0), start(r, 0), limit = x.type.dims;
   if (k > 0) lo.back() = k, limit.back() = n - k;
   else hi.back() = -k, start.back() = -k;

@@ -352,7 +352,9 @@ Taps taps(Ctx& c, Mode m, size_t scales, size_t i, int64_t in, int64_t out, bool
 
 // upsample_*(self, output_size, [align_corners], scales...): last dim first, like PyTorch's loops.
 Values upsample(Ctx& c, Mode m) {
-  Value x = convert(c.b, c.v(0), compute_type(c.v(0).type.dtype));
+  DType t0 = c.v(0).type.dtype;
+  DType work = resample_type(t0);  // nearest modes copy uint8 values as they are
+  Value x = convert(c.b, c.v(0), m == Mode::Linear ? work : compute_type(t0));
   size_t n = c.ints(1).size(), scales = m == Mode::Linear ? 3 : 2;
   bool align = m == Mode::Linear && c.flag(2);
   int64_t r = x.type.rank();
@@ -368,7 +370,7 @@ Values upsample(Ctx& c, Mode m) {
     shape[d] = od[d];
     Value w0 = c.b.broadcast_in_dim(vec_f(c.b, t.w0, x.type.dtype), shape, {d});
     Value w1 = c.b.broadcast_in_dim(vec_f(c.b, t.w1, x.type.dtype), shape, {d});
-    x = c.b.add(c.b.mul(w0, take(c.b, x, d, t.i0)), c.b.mul(w1, take(c.b, x, d, t.i1)));
+    x = resample_round(c.b, c.b.add(c.b.mul(w0, take(c.b, x, d, t.i0)), c.b.mul(w1, take(c.b, x, d, t.i1))), t0);
   }
   return {result(c, x)};
 }

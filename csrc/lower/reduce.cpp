@@ -95,12 +95,6 @@ Value extreme_init(Builder& b, DType t, bool is_max) {
   }
   return b.splat(hlo::scalar(t), is_max ? lowest(t) : highest(t));
 }
-// max / min propagating NaN, as PyTorch does (XLA CPU's maximum / minimum may drop a NaN).
-Value nan_max(Builder& b, Value x, Value y, bool is_max) {
-  Value m = b.binary(is_max ? Op::Maximum : Op::Minimum, x, y);
-  if (!is_float(x.type.dtype)) return m;
-  return b.select(is_nan(b, x), x, b.select(is_nan(b, y), y, m));
-}
 Value extreme(Builder& b, Value x, const Dims& dims, bool is_max) {
   return b.reduce({x}, {extreme_init(b, x.type.dtype, is_max)}, dims, [is_max](Builder& r, const Values& a) {
     return Values{nan_max(r, a[0], a[1], is_max)};

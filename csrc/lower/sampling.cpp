@@ -1,5 +1,5 @@
 // Sampling and pooling beyond pool.cpp: max unpooling, channel shuffle, im2col / col2im, avg pool 3d,
-// adaptive max pool 3d, fractional max pool, bicubic and antialiased bilinear upsampling (static
+// adaptive max pool 3d, fractional max pool, bicubic and antialiased bilinear / bicubic upsampling (static
 // (out, in) weight matrices per axis), grid sampling (gathers of corner taps, scatter-add backward).
 #include <algorithm>
 #include <cmath>
@@ -258,10 +258,22 @@ std::vector<double> cubic_matrix(T sc, int64_t in, int64_t out, bool align) {
   }
   return m;
 }
+// Antialiased resampling: each output averages the inputs under a filter stretched by the scale when
+// downsampling (the triangle for bilinear; for bicubic the cubic of a = -0.5, PIL's).
 template <typename T>
-std::vector<double> aa_matrix(T sc, int64_t in, int64_t out, bool) {
+T aa_filter(bool cubic, T x) {
+  x = std::fabs(x);
+  if (!cubic) return x < 1 ? 1 - x : T(0);
+  const T A = -0.5;
+  if (x < 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  return 0;
+}
+template <typename T>
+std::vector<double> aa_matrix(bool cubic, T sc, int64_t in, int64_t out) {
   std::vector<double> m(out * in, 0.0);
-  T support = sc >= 1 ? sc : T(1), inv = sc >= 1 ? 1 / sc : T(1);
+  T half_width = cubic ? 2 : 1;
+  T support = sc >= 1 ? half_width * sc : half_width, inv = sc >= 1 ? 1 / sc : T(1);
   for (int64_t o = 0; o < out; ++o) {
     T center = sc * (static_cast<T>(o) + T(0.5));
     int64_t lo = std::max<int64_t>(static_cast<int64_t>(center - support + T(0.5)), 0);
@@ -269,8 +281,7 @@ std::vector<double> aa_matrix(T sc, int64_t in, int64_t out, bool) {
     std::vector<T> w;
     T total = 0;
     for (int64_t j = 0; j < size; ++j) {
-      T x = std::fabs((static_cast<T>(j + lo) - center + T(0.5)) * inv);
-      w.push_back(x < 1 ? 1 - x : T(0));
+      w.push_back(aa_filter(cubic, (static_cast<T>(j + lo) - center + T(0.5)) * inv));
       total += w.back();
     }
     for (int64_t j = 0; j < size; ++j) m[o * in + lo + j] = total != 0 ? w[j] / total : w[j];
@@ -289,31 +300,34 @@ Value apply_matrix(Builder& b, Value x, int64_t d, const std::vector<double>& m,
   return b.transpose(y, perm);
 }
 template <typename T>
-std::vector<double> weights(Ctx& c, bool cubic, size_t at, int64_t in, int64_t out, bool align) {
+std::vector<double> weights(Ctx& c, bool cubic, bool aa, size_t at, int64_t in, int64_t out, bool align) {
   T sc = src_scale<T>(c, at, in, out, align);
-  return cubic ? cubic_matrix<T>(sc, in, out, align) : aa_matrix<T>(sc, in, out, align);
+  return aa ? aa_matrix<T>(cubic, sc, in, out) : cubic_matrix<T>(sc, in, out, align);
 }
 // upsample_bicubic2d(self, output_size, align_corners, scales_h?, scales_w?) and its backward
-// (grad_output, output_size, input_size, align_corners, scales_h?, scales_w?); also antialiased bilinear.
-Values resample(Ctx& c, bool cubic, bool backward) {
-  Value x = convert(c.b, c.v(0), compute_type(c.v(0).type.dtype));
+// (grad_output, output_size, input_size, align_corners, scales_h?, scales_w?); also the antialiased
+// bilinear and bicubic ones (_upsample_*2d_aa).
+Values resample(Ctx& c, bool cubic, bool aa, bool backward) {
+  Value x = convert(c.b, c.v(0), resample_type(c.v(0).type.dtype));
   size_t a = backward ? 3 : 2;
   bool align = c.flag(a), f64 = x.type.dtype == DType::F64;
   int64_t r = x.type.rank();
   const Dims& in = backward ? c.out[0].dims : x.type.dims;
   const Dims& out = backward ? x.type.dims : c.out[0].dims;
-  for (int64_t i = 0; i < 2; ++i) {
-    int64_t d = r - 2 + i;
-    std::vector<double> m = f64 ? weights<double>(c, cubic, a + 1 + i, in[d], out[d], align)
-                                : weights<float>(c, cubic, a + 1 + i, in[d], out[d], align);
-    x = apply_matrix(c.b, x, d, m, out[d], in[d], backward);
+  for (int64_t d = r - 1; d >= r - 2; --d) {  // width first, as CPU's separable kernels
+    int64_t i = d - (r - 2);
+    std::vector<double> m = f64 ? weights<double>(c, cubic, aa, a + 1 + i, in[d], out[d], align)
+                                : weights<float>(c, cubic, aa, a + 1 + i, in[d], out[d], align);
+    x = resample_round(c.b, apply_matrix(c.b, x, d, m, out[d], in[d], backward), c.out[0].dtype);
   }
   return {result(c, x)};
 }
-Values upsample_bicubic(Ctx& c) { return resample(c, true, false); }
-Values upsample_bicubic_backward(Ctx& c) { return resample(c, true, true); }
-Values upsample_aa(Ctx& c) { return resample(c, false, false); }
-Values upsample_aa_backward(Ctx& c) { return resample(c, false, true); }
+Values upsample_bicubic(Ctx& c) { return resample(c, true, false, false); }
+Values upsample_bicubic_backward(Ctx& c) { return resample(c, true, false, true); }
+Values upsample_aa(Ctx& c) { return resample(c, false, true, false); }
+Values upsample_aa_backward(Ctx& c) { return resample(c, false, true, true); }
+Values upsample_bicubic_aa(Ctx& c) { return resample(c, true, true, false); }
+Values upsample_bicubic_aa_backward(Ctx& c) { return resample(c, true, true, true); }
 
 // Fractional max pool window starts along one dim for samples u (rows, 1) of dtype t: (rows, out) s64,
 // int((i + u) alpha) - int(u alpha) with alpha = (in - k) / (out - 1), the last in - k; computed in the
@@ -595,6 +609,9 @@ Register r({
     {"upsample_bicubic2d_backward|upsample_bicubic2d_backward.grad_input", upsample_bicubic_backward, bits(4, 2)},
     {"_upsample_bilinear2d_aa|_upsample_bilinear2d_aa.out", upsample_aa, bits(3, 2)},
     {"_upsample_bilinear2d_aa_backward|_upsample_bilinear2d_aa_backward.grad_input", upsample_aa_backward, bits(4, 2)},
+    {"_upsample_bicubic2d_aa|_upsample_bicubic2d_aa.out", upsample_bicubic_aa, bits(3, 2)},
+    {"_upsample_bicubic2d_aa_backward|_upsample_bicubic2d_aa_backward.grad_input", upsample_bicubic_aa_backward,
+     bits(4, 2)},
     {"fractional_max_pool2d|fractional_max_pool2d.output", nonempty<fractional_max_pool2d>},
     {"fractional_max_pool3d|fractional_max_pool3d.output", nonempty<fractional_max_pool3d>},
     {"fractional_max_pool2d_backward|fractional_max_pool2d_backward.grad_input",

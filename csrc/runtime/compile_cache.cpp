@@ -119,10 +119,14 @@ CompileCache::CompileCache(const pjrt::Client& client, std::string disk_dir, std
   mapping_budget_ = env_count("TORCH_TPU_CACHE_MAPPINGS", (limit ? limit : 65530) / 2, 64, size_t{1} << 30,
                               "a whole number of memory mappings");
   // Small programs are compile-bound: LLVM level 0 and XLA's older loop emitters compile them in about a
-  // third of the default's time. Large fused graphs stay on the defaults (the fusion emitters run them faster).
-  if (client.platform_name() == "cpu")
+  // third of the default's time; medium ones keep LLVM's optimizer but skip the fusion emitters (1.6x
+  // faster to compile, the same run time at that size). Large fused graphs stay on the defaults (the fusion
+  // emitters run a softmax over 16K elements twice as fast).
+  if (client.platform_name() == "cpu") {
     small_program_options_ = pjrt::Client::option_overrides(
         {{"xla_backend_optimization_level", int64_t{0}}, {"xla_cpu_use_fusion_emitters", false}});
+    medium_program_options_ = pjrt::Client::option_overrides({{"xla_cpu_use_fusion_emitters", false}});
+  }
   if (const char* d = std::getenv("TORCH_TPU_DUMP_DIR"); d && *d) dump_dir_ = d;
 }
 
@@ -157,9 +161,13 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& program_key
   // on copies of device tensors). Two threads missing the same key both compile; the first one stays.
   Program program = make_program();
   // the thread's overrides come last: an option set there wins
-  constexpr int64_t kSmallElements = 256;
-  bool small = !small_program_options_.empty() && largest_tensor(program.text) <= kSmallElements;
-  std::string options = options_ + (small ? small_program_options_ : "") + thread_overrides;
+  constexpr int64_t kSmallElements = 256, kMediumElements = 4096;
+  int64_t largest = small_program_options_.empty() ? -1 : largest_tensor(program.text);
+  std::string size_options = largest < 0                 ? std::string()
+                                    : largest <= kSmallElements  ? small_program_options_
+                                    : largest <= kMediumElements ? medium_program_options_
+                                                                 : std::string();
+  std::string options = options_ + size_options + thread_overrides;
   auto compiled = std::make_shared<const Compiled>(
       Compiled{load_or_compile(program.text, options, program.origin.empty() ? origin : program.origin),
                main_parameters(program.text), std::move(program.results), std::move(program.checks),

@@ -83,8 +83,9 @@ class CompileCache {
   const pjrt::Client& client_;
   std::string dir_, fingerprint_, options_;
   // XLA CPU: programs on small tensors compile at LLVM level 0 (half the compile time; the code runs as
-  // fast where it has few elements to loop over). Eager ops compile one program per shape.
-  std::string small_program_options_;
+  // fast where it has few elements to loop over), medium ones without the fusion emitters. Eager ops
+  // compile one program per shape.
+  std::string small_program_options_, medium_program_options_;
   std::string dump_dir_;  // TORCH_TPU_DUMP_DIR: every compiled program's text, key and origin
   WarnFn warn_;
   mutable std::mutex mu_;
