@@ -4,6 +4,7 @@ clear NotImplementedErrors for quantized and sparse tensors. CPU PyTorch is the 
 import re
 import warnings
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -1124,3 +1125,50 @@ def test_ctc_loss_with_empty_targets(target_lengths):
 
 def test_ctc_loss_of_empty_log_probs_raises():
     same(lambda d: F.ctc_loss(torch.rand(0, 0, 4, device=d), torch.zeros(0, dtype=torch.long, device=d), [], []))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("call", [
+    lambda t: torch.fmod(t, 2.3), lambda t: torch.remainder(t, 2.3), lambda t: torch.remainder(2.3, t),
+], ids=["fmod", "remainder", "rremainder"])
+def test_fmod_remainder_round_the_scalar_to_the_tensor_dtype(call, dtype):
+    # CPU and CUDA compute these in the tensor's own type: the Python scalar is rounded to it first
+    check(call, torch.tensor([7.3, -7.3, 0.5, 100.0]).to(dtype))
+
+
+def test_half_division_truncates_the_rounded_quotient():
+    # CUDA (and CPU's vectorized loop) truncate the float16 quotient: 56672 / 31.3125 rounds to 1810
+    g = torch.Generator().manual_seed(0)
+    a = (torch.rand(4096, generator=g) * 120000 - 60000).half()
+    b = (torch.rand(4096, generator=g) * 200 - 100).half()
+    b[b == 0] = 1
+    a[0], b[0] = 56672.0, 31.3125
+    expected = torch.from_numpy(np.trunc(a.numpy() / b.numpy()).astype(np.float16))
+    actual = torch.div(a.to("tpu"), b.to("tpu"), rounding_mode="trunc").cpu()
+    assert actual[0] == 1810
+    torch.testing.assert_close(actual, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64])
+def test_lcm_wraps_as_cpu(dtype):
+    # C++ takes |a / gcd * b| in int for 8- and 16-bit types, then wraps to the result type
+    hi = torch.iinfo(dtype).max
+    a = torch.tensor([1113 % hi, 7, 3 % hi, hi, 0]).to(dtype)
+    b = torch.tensor([10701 % hi, 3, hi - 1, hi - 2, 5]).to(dtype)
+    if dtype.is_signed:
+        b = -b
+    check(torch.lcm, a, b)
+
+
+def test_complex_logaddexp_of_infinities():
+    z = torch.tensor([complex(INF, 0), complex(-INF, 0), complex(-INF, 1), complex(NAN, 0), complex(3, NAN),
+                      complex(1, 2), complex(2, 1)])
+    w = torch.tensor([complex(INF, 0), complex(-INF, 0), complex(-INF, 2), complex(1, 0), complex(1, 1),
+                      complex(0.5, -1), complex(2, -1)])
+    check(torch.logaddexp, z, w)
+    check(torch.logaddexp, w, z)
+
+
+def test_atanh_near_minus_one():
+    check_vs_float64(torch.atanh, torch.tensor([-0.99979001, -0.9999, -0.5, -0.0, 0.0, 0.3, 0.9999, 0.99979001]))
+    check(torch.atanh, torch.tensor([1.0, -1.0, 2.0, NAN, -0.0]))

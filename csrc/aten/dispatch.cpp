@@ -221,7 +221,13 @@ c10::IValue to_meta(const c10::IValue& v) {
 // for all tensors (masked_fill's) get another try with it as a meta tensor too.
 torch::jit::Stack run_meta(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args) {
   torch::jit::Stack meta;
-  for (const c10::IValue& v : args) meta.push_back(to_meta(v));
+  const auto& params = op.schema().arguments();
+  for (size_t i = 0; i < args.size(); ++i) {
+    meta.push_back(to_meta(args[i]));
+    // out= tensors go in empty: resizing the real ones warns once, after the meta kernel (as CPU)
+    if (i < params.size() && params[i].is_out() && meta.back().isTensor() && meta.back().toTensor().defined())
+      meta.back() = at::empty({0}, meta.back().toTensor().options());
+  }
   try {
     op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
   } catch (const std::exception&) {  // (a Python meta kernel's error is not a c10::Error)

@@ -256,10 +256,13 @@ Values acosh_(Ctx& c) {  // log1p(y + sqrt(y (y + 2))), y = x - 1
   Value big = b.add(b.unary(Op::Log, x), K(b, x, M_LN2));
   return {result(c, b.select(cmp(b, x, Cmp::GT, K(b, x, 1e18)), big, r))};
 }
-Values atanh_(Ctx& c) {  // log1p(2x / (1 - x)) / 2
+Values atanh_(Ctx& c) {  // sign(x) log1p(2|x| / (1 - |x|)) / 2: near -1, 1 + 2x / (1 - x) would cancel
+  Builder& b = c.b;
   Value x = operand(c, 0);
-  Value q = c.b.div(c.b.add(x, x), c.b.sub(K(c.b, x, 1), x));
-  return {result(c, c.b.mul(K(c.b, x, 0.5), c.b.unary(Op::Log1p, q)))};
+  bool complex = is_complex(x.type.dtype);
+  Value a = complex ? x : b.unary(Op::Abs, x);
+  Value r = b.mul(K(b, a, 0.5), b.unary(Op::Log1p, b.div(b.add(a, a), b.sub(K(b, a, 1), a))));
+  return {result(c, complex ? r : b.select(signbit_of(b, x), b.unary(Op::Neg, r), r))};
 }
 Values exp2_(Ctx& c) {
   Value x = operand(c, 0);
@@ -347,14 +350,16 @@ Values div(Ctx& c) {
   if (!mode.empty()) divisor(c.b, y);
   if (mode == "floor") return {result(c, floor_div(c.b, x, y))};
   Value q = c.b.div(x, y);
-  if (mode == "trunc" && !is_integral(x.type.dtype)) q = trunc_of(c.b, q);
+  if (mode == "trunc" && !is_integral(x.type.dtype)) q = trunc_of(c.b, rounded(c, q));  // CPU truncates a half
   return {result(c, q)};
 }
 Values floor_divide(Ctx& c) { return {result(c, floor_div(c.b, operand(c, 0), divisor(c.b, operand(c, 1))))}; }
-Values remainder(Ctx& c) { return {result(c, py_mod(c.b, operand(c, 0), divisor(c.b, operand(c, 1))))}; }
+Values remainder(Ctx& c) {
+  return {result(c, py_mod(c.b, rounded_operand(c, 0), divisor(c.b, rounded_operand(c, 1))))};
+}
 Values fmod(Ctx& c) {
-  divisor(c.b, operand(c, 1));
-  return binary(c, Op::Remainder);
+  Value y = divisor(c.b, rounded_operand(c, 1));
+  return {result(c, c.b.binary(Op::Remainder, rounded_operand(c, 0), y))};
 }
 Values pow_(Ctx& c) {
   if (c.out[0].dtype == DType::Pred) {  // x ** y for bools: x or not y
@@ -442,10 +447,19 @@ Values nextafter(Ctx& c) {  // one step of the bit pattern toward y, in the resu
 Values logaddexp_base(Ctx& c, bool base2) {  // max + log1p(exp(-|x - y|)); equal infinities give themselves
   Builder& b = c.b;
   Value x = operand(c, 0), y = operand(c, 1);
-  if (is_complex(c.out[0].dtype) && !base2) {  // m + log1p(exp(n - m)), m the one with the larger real part (CPU)
-    Value first = cmp(b, b.unary(Op::Real, x), Cmp::GE, b.unary(Op::Real, y));
+  if (is_complex(c.out[0].dtype) && !base2) {  // m + log1p(exp(n - m)), m the one with the larger real part (CPU:
+    Value first = cmp(b, b.unary(Op::Real, x), Cmp::GT, b.unary(Op::Real, y));  // y on a tie)
     Value m = b.select(first, x, y), n = b.select(first, y, x);
-    return {b.add(m, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(n, m))))};
+    Value r = b.add(m, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(n, m))));
+    // equal infinite real parts: -inf stays m; +inf is log(exp(n) + exp(m)) = inf + i arg(e^(i Im n) + e^(i Im m))
+    Value mr = b.unary(Op::Real, m), nr = b.unary(Op::Real, n), mi = b.unary(Op::Imag, m), ni = b.unary(Op::Imag, n);
+    Value both_inf = b.and_(cmp(b, mr, Cmp::EQ, nr), cmp(b, b.unary(Op::Abs, mr), Cmp::EQ, K(b, mr, INFINITY)));
+    Value angle = b.binary(Op::Atan2, b.add(b.unary(Op::Sine, mi), b.unary(Op::Sine, ni)),
+                           b.add(b.unary(Op::Cosine, mi), b.unary(Op::Cosine, ni)));
+    Value at_inf = b.select(cmp(b, mr, Cmp::LT, K(b, mr, 0)), m, b.binary(Op::Complex, mr, angle));
+    Value nan = b.or_(is_nan(b, nr), is_nan(b, ni));  // CPU: a NaN in the smaller one is infectious
+    Value nans = b.binary(Op::Complex, K(b, mr, NAN), K(b, mr, NAN));
+    return {result(c, b.select(nan, nans, b.select(both_inf, at_inf, r)))};
   }
   Value m = max_of(b, x, y);
   Value d = b.select(cmp(b, x, Cmp::EQ, y), K(b, x, 0), b.unary(Op::Abs, b.sub(x, y)));

@@ -68,6 +68,12 @@ Value operand(Ctx& c, size_t i) { return operand(c, i, compute_type(c.out[0].dty
 
 Value result(Ctx& c, Value x, size_t k) { return convert(c.b, x, c.out[k].dtype); }
 
+Value rounded(Ctx& c, Value x, size_t k) { return convert(c.b, convert(c.b, x, c.out[k].dtype), x.type.dtype); }
+Value rounded_operand(Ctx& c, size_t i) {
+  const TensorType& o = c.out[0];
+  return broadcast_to(c.b, convert(c.b, convert(c.b, c.v(i), o.dtype), compute_type(o.dtype)), o.dims);
+}
+
 DType resample_type(DType t) {
   if (t == DType::U8) return DType::F32;
   if (!is_float(t)) throw hlo::DTypeError("resampling takes floating point or uint8 images");

@@ -31,6 +31,11 @@ inline Values loop(Builder& b, int64_t n, Values state, const LoopFn& f, DType c
 Value operand(Ctx& c, size_t i, DType t, const Dims& shape);
 // Argument `i` in the computation type of out[0], broadcast to out[0]'s shape.
 Value operand(Ctx& c, size_t i);
+// Argument `i` rounded to out[0]'s dtype first, as CPU and CUDA kernels that compute in the tensor's own
+// type take a Python scalar (fmod(half, 2.3) divides by 2.3 rounded to half).
+Value rounded_operand(Ctx& c, size_t i);
+// x (in the compute type) rounded to out[k]'s dtype and back, where a kernel rounds an intermediate.
+Value rounded(Ctx& c, Value x, size_t k = 0);
 // Rounds a value computed in compute_type back to out[k]'s dtype.
 Value result(Ctx& c, Value x, size_t k = 0);
 

@@ -100,10 +100,12 @@ Values lcm(Ctx& c) {
   const TensorType& o = c.out[0];
   if (!is_integral(o.dtype) || o.dtype == DType::Pred) c.fail("lcm is defined for integers only");  // as CPU
   if (o.numel() == 0) return {zeros(c.b, o)};
-  Value x = operand(c, 0), y = operand(c, 1), g = gcd_of(c.b, x, y);
-  Value zero = cmp(c.b, g, Cmp::EQ, zeros(c.b, o));
+  // C++ promotes 8- and 16-bit integers to int: |x / g * y| is taken there, then wraps to the result type
+  DType t = byte_size(o.dtype) < 4 ? DType::S32 : o.dtype;
+  Value x = operand(c, 0, t, o.dims), y = operand(c, 1, t, o.dims), g = gcd_of(c.b, x, y);
+  Value zero = cmp(c.b, g, Cmp::EQ, zeros(c.b, g.type));
   Value l = abs_of(c.b, c.b.mul(c.b.div(x, c.b.select(zero, K(c.b, g, 1), g)), y));
-  return {c.b.select(zero, zeros(c.b, o), l)};
+  return {result(c, c.b.select(zero, zeros(c.b, g.type), l))};
 }
 
 // ---- searching
