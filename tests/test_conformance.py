@@ -1172,3 +1172,33 @@ def test_complex_logaddexp_of_infinities():
 def test_atanh_near_minus_one():
     check_vs_float64(torch.atanh, torch.tensor([-0.99979001, -0.9999, -0.5, -0.0, 0.0, 0.3, 0.9999, 0.99979001]))
     check(torch.atanh, torch.tensor([1.0, -1.0, 2.0, NAN, -0.0]))
+
+
+@pytest.mark.parametrize("fn", [torch.cosh, torch.sinh])
+def test_complex_cosh_sinh_near_overflow(fn):
+    z = torch.tensor([100 + 100j, 1 + 2j, -100 + 50j, 0.5 - 0.3j, 89 + 1j, -89.3 + 2j, 88.5 - 1j])
+    check(fn, z)
+    check(fn, torch.tensor([710 + 1j, -709.5 + 2j, 3 - 4j], dtype=torch.complex128), rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("fn", [torch.exp, torch.exp2, torch.log10, torch.log2])
+def test_complex_exp_and_log_of_non_finite_values(fn):
+    # C's cases of e^(inf + i inf); scaling by ln 2 or 1 / ln 10 goes part by part (not inf * 0 = NaN)
+    z = torch.tensor([complex(INF, 0), complex(-INF, 0), complex(0, 0), complex(1e20, 0), complex(-INF, 1),
+                      complex(0, INF), complex(INF, INF), complex(1, 2), complex(-3, 0.5)], dtype=torch.complex128)
+    parts = lambda t: torch.view_as_real(fn(t))  # noqa: E731 - infinite parts compare part by part
+    check(parts, z, rtol=1e-12, atol=1e-300)
+    check(parts, z.to(torch.complex64)[-2:], rtol=4e-6, atol=0)
+
+
+def test_complex_pow_special_values():
+    # CPU's e^(y log x): 0^y is 0 for Re y > 0, NaN for y = 0 and inf + i NaN for Re y < 0; overflow is infinite
+    x = torch.tensor([0j, 0j, 0j, 0j, -501 - 501j, complex(INF, -INF), 20 + 0j, 2 + 3j, -1 + 0j, 0j])
+    y = torch.tensor([0.001 + 0.001j, 0j, -1 + 0j, 2 + 1j, 501 - 501j, complex(-INF, -INF), 30 + 0j, 0.5 - 0.25j,
+                      0.5 + 0j, 1j])
+    check(lambda a, b: torch.view_as_real(torch.pow(a, b)), x, y)
+    g = torch.Generator().manual_seed(0)
+    z = torch.complex(torch.randn(200, generator=g), torch.randn(200, generator=g)) * 2
+    w = torch.complex(torch.randn(200, generator=g), torch.randn(200, generator=g))
+    check(torch.pow, z, w)
+    check(lambda a: torch.pow(a, 2.5), z)

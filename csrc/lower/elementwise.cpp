@@ -118,7 +118,20 @@ Values abs_(Ctx& c) {  // |complex| is real: take it before converting; unsigned
   return is_complex(t) ? Values{result(c, complex_abs(c.b, c.v(0)))} : unary(c, Op::Abs);
 }
 Values neg(Ctx& c) { return unary(c, Op::Neg); }
-Values exp_(Ctx& c) { return unary(c, Op::Exp); }
+// e^z with C's non-finite cases, which XLA's complex exp makes NaN: e^(x + 0i) is e^x + 0i, e^(inf + i y)
+// for a non-finite y is inf + i NaN, e^(-inf + i y) is 0.
+Value exp_of(Builder& b, Value z) {
+  Value e = b.unary(Op::Exp, z);
+  if (!is_complex(z.type.dtype)) return e;
+  Value re = b.unary(Op::Real, z), im = b.unary(Op::Imag, z);
+  e = b.select(cmp(b, im, Cmp::EQ, K(b, im, 0)), b.binary(Op::Complex, b.unary(Op::Exp, re), im), e);  // no inf * 0
+  Value odd = b.unary(Op::Not, b.unary(Op::IsFinite, im));
+  Value pos = b.and_(odd, cmp(b, re, Cmp::EQ, K(b, re, INFINITY)));
+  Value neg = b.and_(odd, cmp(b, re, Cmp::EQ, K(b, re, -INFINITY)));
+  Value inf_nan = b.binary(Op::Complex, K(b, re, INFINITY), K(b, re, NAN));
+  return b.select(pos, inf_nan, b.select(neg, zeros(b, z.type), e));
+}
+Values exp_(Ctx& c) { return {result(c, exp_of(c.b, operand(c, 0)))}; }
 Values expm1_(Ctx& c) { return unary(c, Op::Expm1); }
 Values log_(Ctx& c) { return unary(c, Op::Log); }
 Values log1p_(Ctx& c) { return unary(c, Op::Log1p); }
@@ -209,9 +222,24 @@ Values acos_(Ctx& c) {
 }
 // sinh, cosh from e = exp(|x| / 2), so that e * e overflows only where the result does; expm1 near 0
 // Complex arguments use the textbook identities (no overflow care): PyTorch's complex kernels are std::complex's.
+// z * k for a real k, part by part: a complex product with k + 0i turns an infinite part's inf * 0 into NaN
+Value scale(Builder& b, Value z, double k) {
+  if (!is_complex(z.type.dtype)) return b.mul(z, K(b, z, k));
+  Value re = b.unary(Op::Real, z), im = b.unary(Op::Imag, z);
+  return b.binary(Op::Complex, b.mul(re, K(b, re, k)), b.mul(im, K(b, im, k)));
+}
+// (e^z +- e^-z) / 2, halved part by part; where e^|Re z| overflows before the halving,
+// e^(z - ln 2) +- e^(-z - ln 2) instead.
 Value complex_sinh_cosh(Builder& b, Value z, bool cosh) {
-  Value e = b.unary(Op::Exp, z), f = b.unary(Op::Exp, b.unary(Op::Neg, z));
-  return b.mul(cosh ? b.add(e, f) : b.sub(e, f), K(b, z, 0.5));
+  auto combine = [&](Value shift) {
+    Value e = b.unary(Op::Exp, b.sub(z, shift)), f = b.unary(Op::Exp, b.sub(b.unary(Op::Neg, z), shift));
+    return cosh ? b.add(e, f) : b.sub(e, f);
+  };
+  Value halved = scale(b, combine(K(b, z, 0)), 0.5);
+  Value re = b.unary(Op::Real, z);
+  double overflow = z.type.dtype == DType::C128 ? 709.0 : 88.0;
+  Value large = cmp(b, b.unary(Op::Abs, re), Cmp::GT, K(b, re, overflow));
+  return b.select(large, combine(K(b, z, M_LN2)), halved);
 }
 Values sinh_(Ctx& c) {
   Builder& b = c.b;
@@ -264,13 +292,14 @@ Values atanh_(Ctx& c) {  // sign(x) log1p(2|x| / (1 - |x|)) / 2: near -1, 1 + 2x
   Value r = b.mul(K(b, a, 0.5), b.unary(Op::Log1p, b.div(b.add(a, a), b.sub(K(b, a, 1), a))));
   return {result(c, complex ? r : b.select(signbit_of(b, x), b.unary(Op::Neg, r), r))};
 }
-Values exp2_(Ctx& c) {
+Values exp2_(Ctx& c) {  // complex: e^(z ln 2)
   Value x = operand(c, 0);
+  if (is_complex(x.type.dtype)) return {result(c, exp_of(c.b, scale(c.b, x, M_LN2)))};
   return {result(c, c.b.binary(Op::Power, K(c.b, x, 2), x))};
 }
 Values log_scaled(Ctx& c, double base) {
   Value x = operand(c, 0);
-  return {result(c, c.b.mul(c.b.unary(Op::Log, x), K(c.b, x, 1 / std::log(base))))};
+  return {result(c, scale(c.b, c.b.unary(Op::Log, x), 1 / std::log(base)))};
 }
 Values log2_(Ctx& c) { return log_scaled(c, 2); }
 Values log10_(Ctx& c) { return log_scaled(c, 10); }
@@ -365,6 +394,13 @@ Values pow_(Ctx& c) {
   if (c.out[0].dtype == DType::Pred) {  // x ** y for bools: x or not y
     Value x = operand(c, 0), y = operand(c, 1);
     return {c.b.or_(x, c.b.unary(Op::Not, y))};
+  }
+  if (is_complex(c.out[0].dtype)) {  // CPU's e^(y log x), products taken naively: 0^y is 0, NaN or inf + i NaN
+    Builder& b = c.b;
+    Value x = operand(c, 0), y = operand(c, 1), l = b.unary(Op::Log, x);
+    Value lr = b.unary(Op::Real, l), li = b.unary(Op::Imag, l), yr = b.unary(Op::Real, y), yi = b.unary(Op::Imag, y);
+    Value p = b.binary(Op::Complex, b.sub(b.mul(yr, lr), b.mul(yi, li)), b.add(b.mul(yr, li), b.mul(yi, lr)));
+    return {result(c, exp_of(b, p))};
   }
   const auto& t = info(c.out[0].dtype);
   if (!t.is_int) return binary(c, Op::Power);
