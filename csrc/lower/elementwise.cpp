@@ -208,8 +208,30 @@ Values erfinv(Ctx& c) {
 
 // inverse trigonometric and hyperbolic functions (StableHLO has atan2, exp, log1p and expm1)
 Value one_minus_sq(Builder& b, Value x) { return b.mul(b.sub(K(b, x, 1), x), b.add(K(b, x, 1), x)); }
+// z * k for a real k, part by part: a complex product with k + 0i turns an infinite part's inf * 0 into NaN
+Value scale(Builder& b, Value z, double k) {
+  if (!is_complex(z.type.dtype)) return b.mul(z, K(b, z, k));
+  Value re = b.unary(Op::Real, z), im = b.unary(Op::Imag, z);
+  return b.binary(Op::Complex, b.mul(re, K(b, re, k)), b.mul(im, K(b, im, k)));
+}
+// atan(x + iy) for complex z, as C's catan: Re = atan2(2x, (1 - x)(1 + x) - y^2) / 2,
+// Im = sign(y) log1p(4|y| / (x^2 + (1 - |y|)^2)) / 4 (+-i inf at the poles +-i; |y| keeps log1p's
+// argument positive); far out, +-pi/2 + i y / |z|^2.
+Value complex_atan(Builder& b, Value z) {
+  Value x = b.unary(Op::Real, z), y = b.unary(Op::Imag, z), one = K(b, x, 1), ay = b.unary(Op::Abs, y);
+  Value re = scale(b, b.binary(Op::Atan2, b.add(x, x), b.sub(b.mul(b.sub(one, x), b.add(one, x)), b.mul(y, y))), 0.5);
+  Value ym = b.sub(one, ay);
+  Value im = scale(b, b.unary(Op::Log1p, b.div(scale(b, ay, 4), b.add(b.mul(x, x), b.mul(ym, ym)))), 0.25);
+  Value a = b.unary(Op::Abs, z);
+  Value half_pi = b.select(signbit_of(b, x), K(b, x, -M_PI / 2), K(b, x, M_PI / 2));
+  Value far = cmp(b, a, Cmp::GT, K(b, a, 1e18));
+  re = b.select(far, half_pi, re);
+  im = b.select(far, b.select(cmp(b, a, Cmp::EQ, K(b, a, INFINITY)), K(b, a, 0), b.div(b.div(ay, a), a)), im);
+  return b.binary(Op::Complex, re, b.select(signbit_of(b, y), b.unary(Op::Neg, im), im));
+}
 Values atan_(Ctx& c) {
   Value x = operand(c, 0);
+  if (is_complex(x.type.dtype)) return {result(c, complex_atan(c.b, x))};
   return {result(c, c.b.binary(Op::Atan2, x, K(c.b, x, 1)))};
 }
 Values asin_(Ctx& c) {
@@ -222,12 +244,6 @@ Values acos_(Ctx& c) {
 }
 // sinh, cosh from e = exp(|x| / 2), so that e * e overflows only where the result does; expm1 near 0
 // Complex arguments use the textbook identities (no overflow care): PyTorch's complex kernels are std::complex's.
-// z * k for a real k, part by part: a complex product with k + 0i turns an infinite part's inf * 0 into NaN
-Value scale(Builder& b, Value z, double k) {
-  if (!is_complex(z.type.dtype)) return b.mul(z, K(b, z, k));
-  Value re = b.unary(Op::Real, z), im = b.unary(Op::Imag, z);
-  return b.binary(Op::Complex, b.mul(re, K(b, re, k)), b.mul(im, K(b, im, k)));
-}
 // (e^z +- e^-z) / 2, halved part by part; where e^|Re z| overflows before the halving,
 // e^(z - ln 2) +- e^(-z - ln 2) instead.
 Value complex_sinh_cosh(Builder& b, Value z, bool cosh) {
@@ -287,10 +303,14 @@ Values acosh_(Ctx& c) {  // log1p(y + sqrt(y (y + 2))), y = x - 1
 Values atanh_(Ctx& c) {  // sign(x) log1p(2|x| / (1 - |x|)) / 2: near -1, 1 + 2x / (1 - x) would cancel
   Builder& b = c.b;
   Value x = operand(c, 0);
-  bool complex = is_complex(x.type.dtype);
-  Value a = complex ? x : b.unary(Op::Abs, x);
+  if (is_complex(x.type.dtype)) {  // -i atan(iz)
+    Value re = b.unary(Op::Real, x), im = b.unary(Op::Imag, x);
+    Value t = complex_atan(b, b.binary(Op::Complex, b.unary(Op::Neg, im), re));
+    return {result(c, b.binary(Op::Complex, b.unary(Op::Imag, t), b.unary(Op::Neg, b.unary(Op::Real, t))))};
+  }
+  Value a = b.unary(Op::Abs, x);
   Value r = b.mul(K(b, a, 0.5), b.unary(Op::Log1p, b.div(b.add(a, a), b.sub(K(b, a, 1), a))));
-  return {result(c, complex ? r : b.select(signbit_of(b, x), b.unary(Op::Neg, r), r))};
+  return {result(c, b.select(signbit_of(b, x), b.unary(Op::Neg, r), r))};
 }
 Values exp2_(Ctx& c) {  // complex: e^(z ln 2)
   Value x = operand(c, 0);
