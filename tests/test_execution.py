@@ -195,3 +195,20 @@ def test_scalar_value_checks_run_on_cache_hits(mode):
             with pytest.raises(RuntimeError, match="from=.*to="):
                 f.uniform_(1.0, 0.0)
             assert x.pow(3).tolist() == [8, 27]
+
+
+def test_item_loop_reads_a_small_storage_once_and_sees_every_write():
+    # x[i].item() reads the whole (small) storage to the host once; a write installs new contents
+    x = torch.arange(100.0).to("tpu")
+    x[0].item()
+    before = torch_tpu.metrics.counters().get("host_syncs", 0)
+    assert [x[i].item() for i in range(100)] == [float(i) for i in range(100)]
+    assert torch_tpu.metrics.counters().get("host_syncs", 0) == before
+    x[3] = -1.0
+    assert x[3].item() == -1.0 and x[4].item() == 4.0
+    x.mul_(2)
+    assert x[5].item() == 10.0
+    y = x[10:20]  # another view of the same storage
+    y.add_(1)
+    assert x[10].item() == 21.0 and y[0].item() == 21.0
+    assert x[50:].sum().item() == sum(2.0 * i for i in range(50, 100))

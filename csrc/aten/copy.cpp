@@ -2,7 +2,10 @@
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+#include <mutex>
 #include <numeric>
+#include <vector>
 
 #include "aten/dispatch.h"
 #include "aten/tensor.h"
@@ -28,6 +31,32 @@ std::shared_ptr<pjrt::Buffer> small_storage_buffer(const at::Tensor& src) {
   int64_t bytes = static_cast<int64_t>(byte_size(b->dtype()));
   for (int64_t d : b->dims()) bytes *= d;
   return bytes == st.nbytes ? b : nullptr;
+}
+
+// Host copies of the small buffers read whole, most recent first. A buffer's contents never change (a
+// write installs a new buffer), so a loop of x[i].item() reads the device once.
+at::Tensor host_copy(const std::shared_ptr<pjrt::Buffer>& b, int64_t nbytes, const std::string& origin) {
+  static std::mutex mu;
+  static std::vector<std::pair<std::weak_ptr<pjrt::Buffer>, at::Tensor>> recent;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 0; i < recent.size(); ++i)
+      if (recent[i].first.lock() == b) {
+        std::rotate(recent.begin(), recent.begin() + static_cast<std::ptrdiff_t>(i), recent.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+        return recent.front().second;
+      }
+  }
+  at::Tensor bytes = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte));
+  metrics::count(metrics::HostSyncs);
+  try {
+    b->to_host(bytes.mutable_data_ptr(), static_cast<size_t>(nbytes));
+  } catch (const pjrt::Error& e) {
+    rethrow(e, "tpu: error in " + origin);
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  recent.insert(recent.begin(), {b, bytes});
+  if (recent.size() > 16) recent.pop_back();
+  return bytes;
 }
 
 std::shared_ptr<pjrt::Buffer> upload(const at::Tensor& host, int device) {
@@ -78,21 +107,19 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst_view, bool /*n
     // device -> host: a dense buffer of src's dtype, then the host does strides and dtype. A view of a
     // small storage instead brings the whole storage and lets the host pick the view's elements
     // (x[i].item(), the tail of a growing sequence): no program runs, none compiles per position.
-    std::shared_ptr<pjrt::Buffer> b;
     at::Tensor host;
     if (auto whole = small_storage_buffer(src)) {
-      b = whole;
-      at::Tensor bytes = at::empty({storage_of(src).nbytes}, src.options().device(c10::kCPU).dtype(at::kByte));
+      at::Tensor bytes = host_copy(whole, storage_of(src).nbytes, storage_of(src).origin);
       host = at::empty({0}, src.options().device(c10::kCPU)).set_(bytes.storage(), src.storage_offset(), src.sizes(), src.strides());
     } else {
-      b = dense_buffer(src);
+      std::shared_ptr<pjrt::Buffer> b = dense_buffer(src);
       host = at::empty(src.sizes(), src.options().device(c10::kCPU));
-    }
-    metrics::count(metrics::HostSyncs);
-    try {
-      b->to_host(host.storage().mutable_data(), host.storage().nbytes());
-    } catch (const pjrt::Error& e) {
-      rethrow(e, "tpu: error in " + storage_of(src).origin);
+      metrics::count(metrics::HostSyncs);
+      try {
+        b->to_host(host.storage().mutable_data(), host.storage().nbytes());
+      } catch (const pjrt::Error& e) {
+        rethrow(e, "tpu: error in " + storage_of(src).origin);
+      }
     }
     raise_failed_checks_like_cpu(src.device().index());  // a host sync: device-side checks surface here
     dst.copy_(host);
