@@ -1,6 +1,6 @@
 """Eager execution on tpu, Strict and Fuse, against CPU PyTorch and the raw PJRT floor, all measured in
-this one run: cached-op host time, per-op record cost, the tiny Llama training step and the two
-position loops (x[i], KV-cache writes). Prints figures and ratios; asserts nothing."""
+this one run: cached-op host time, per-op record cost, the tiny Llama training step, the two
+position loops (x[i], KV-cache writes) and an x[i].item() loop. Prints figures and ratios; asserts nothing."""
 import os
 import statistics
 import sys
@@ -127,6 +127,20 @@ def loops(n=32):
               f"cache[:, :, pos] = k: {end - mid:.0f} compiles, {1e3 * (t2 - t1):6.1f} ms")
 
 
+def item_loop(n=1000):
+    """Reading a tensor element by element (tests and data loaders do): x[i].item() per element."""
+    times = {}
+    for device in ("cpu", "tpu"):
+        x = torch.arange(float(n), device=device)
+        x[0].item()
+        t0 = time.perf_counter()
+        for i in range(n):
+            x[i].item()
+        times[device] = 1e6 * (time.perf_counter() - t0) / n
+    print(f"x[i].item() over {n} elements: tpu {times['tpu']:.1f} us, CPU {times['cpu']:.1f} us "
+          f"({times['tpu'] / times['cpu']:.1f}x)")
+
+
 def shape_per_step(n=24):
     """An eager loop whose shapes change every step (each op compiles anew), as in tests and variable-size
     data: small tensors compile at XLA CPU's LLVM level 0 with its loop emitters; overriding both gives
@@ -174,6 +188,7 @@ def check_cost(steps=4, rounds=2):
 def main():
     cached_op()
     loops()
+    item_loop()
     shape_per_step()
     training()
     check_cost()
