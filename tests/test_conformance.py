@@ -1214,3 +1214,13 @@ def test_complex_atan_atanh_poles_and_infinities(fn):
     g = torch.Generator().manual_seed(0)
     w = torch.complex(torch.randn(500, generator=g), torch.randn(500, generator=g)) * 3
     check(fn, w)
+
+
+@pytest.mark.parametrize("fn", [torch.sin, torch.cos])
+def test_complex_sin_cos_on_the_imaginary_axis(fn):
+    z = torch.tensor([complex(0, INF), complex(0, -1e20), complex(-0.0, INF), complex(-0.0, -INF), complex(0, 2),
+                      complex(1, 2), complex(0, 0), complex(-0.0, 0.5)], dtype=torch.complex128)
+    parts = lambda t: torch.view_as_real(fn(t))  # noqa: E731
+    check(parts, z, rtol=1e-14, atol=1e-300)
+    actual, expected = parts(z.to("tpu")).cpu(), parts(z)
+    assert torch.equal(torch.signbit(actual), torch.signbit(expected))  # C's signed zeros

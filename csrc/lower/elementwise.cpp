@@ -139,8 +139,25 @@ Values sqrt_(Ctx& c) { return unary(c, Op::Sqrt); }
 Values rsqrt(Ctx& c) { return unary(c, Op::Rsqrt); }
 Values tanh_(Ctx& c) { return unary(c, Op::Tanh); }
 Values sigmoid(Ctx& c) { return unary(c, Op::Logistic); }
-Values sin_(Ctx& c) { return unary(c, Op::Sine); }
-Values cos_(Ctx& c) { return unary(c, Op::Cosine); }
+// sin / cos of a complex z on the imaginary axis, as C: the zero part stays a signed zero where XLA
+// multiplies it by an infinite sinh or cosh (0 * inf = NaN).
+Values sin_cos(Ctx& c, bool cos) {
+  Value z = operand(c, 0), r = c.b.unary(cos ? Op::Cosine : Op::Sine, z);
+  if (!is_complex(z.type.dtype)) return {result(c, r)};
+  Builder& b = c.b;
+  Value x = b.unary(Op::Real, z), y = b.unary(Op::Imag, z);
+  Value on_axis = cmp(b, x, Cmp::EQ, K(b, x, 0));
+  Value re = b.unary(Op::Real, r), im = b.unary(Op::Imag, r);
+  if (cos) {  // cos(+-0 + iy) = cosh y - i (+-0) sinh y
+    Value neg = b.binary(Op::Xor, signbit_of(b, x), signbit_of(b, y));
+    im = b.select(on_axis, b.select(neg, K(b, x, 0.0), K(b, x, -0.0)), im);
+  } else {  // sin(+-0 + iy) = +-0 + i sinh y
+    re = b.select(on_axis, x, re);
+  }
+  return {result(c, b.binary(Op::Complex, re, im))};
+}
+Values sin_(Ctx& c) { return sin_cos(c, false); }
+Values cos_(Ctx& c) { return sin_cos(c, true); }
 Values tan_(Ctx& c) { return unary(c, Op::Tan); }
 Values floor_(Ctx& c) { return is_integral(c.out[0].dtype) ? Values{c.v(0)} : unary(c, Op::Floor); }
 Values ceil_(Ctx& c) { return is_integral(c.out[0].dtype) ? Values{c.v(0)} : unary(c, Op::Ceil); }
