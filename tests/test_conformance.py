@@ -1224,3 +1224,17 @@ def test_complex_sin_cos_on_the_imaginary_axis(fn):
     check(parts, z, rtol=1e-14, atol=1e-300)
     actual, expected = parts(z.to("tpu")).cpu(), parts(z)
     assert torch.equal(torch.signbit(actual), torch.signbit(expected))  # C's signed zeros
+
+
+@pytest.mark.parametrize("fn", [torch.asin, torch.acos, torch.asinh, torch.acosh, torch.sqrt])
+def test_complex_inverse_trig_infinities_and_branch_cuts(fn):
+    # as C99: infinite arguments give infinite parts (not NaN); on a branch cut the sign of a zero part
+    # picks the side
+    z = torch.tensor([complex(0, INF), complex(INF, INF), complex(INF, 0), complex(-INF, 0), complex(1, INF),
+                      complex(-INF, 1), complex(1e20, 0), complex(0, -1e20), complex(-0.0, -1.57), complex(0.0, -1.57),
+                      complex(-0.0, 1.57), complex(2, 0.0), complex(2, -0.0), complex(-2, 0.0), complex(-2, -0.0),
+                      complex(-4, -0.0), 0.3 + 0.2j, -0.7 - 1.1j], dtype=torch.complex128)
+    check(lambda t: torch.view_as_real(fn(t)), z, rtol=1e-14, atol=1e-15)
+    g = torch.Generator().manual_seed(0)
+    for scale in (1e-6, 1.0, 3.0, 3e4):
+        check(fn, torch.complex(torch.randn(300, generator=g), torch.randn(300, generator=g)) * scale)

@@ -135,7 +135,16 @@ Values exp_(Ctx& c) { return {result(c, exp_of(c.b, operand(c, 0)))}; }
 Values expm1_(Ctx& c) { return unary(c, Op::Expm1); }
 Values log_(Ctx& c) { return unary(c, Op::Log); }
 Values log1p_(Ctx& c) { return unary(c, Op::Log1p); }
-Values sqrt_(Ctx& c) { return unary(c, Op::Sqrt); }
+// sqrt(z) as C's csqrt: the imaginary part takes the sign of Im z, also of a zero (XLA's loses -0, which
+// puts sqrt(-4 - 0i) on the wrong side of the cut).
+Value sqrt_of(Builder& b, Value z) {
+  Value r = b.unary(Op::Sqrt, z);
+  if (!is_complex(z.type.dtype)) return r;
+  Value im = b.unary(Op::Abs, b.unary(Op::Imag, r));
+  return b.binary(Op::Complex, b.unary(Op::Real, r),
+                  b.select(signbit_of(b, b.unary(Op::Imag, z)), b.unary(Op::Neg, im), im));
+}
+Values sqrt_(Ctx& c) { return {result(c, sqrt_of(c.b, operand(c, 0)))}; }
 Values rsqrt(Ctx& c) { return unary(c, Op::Rsqrt); }
 Values tanh_(Ctx& c) { return unary(c, Op::Tanh); }
 Values sigmoid(Ctx& c) { return unary(c, Op::Logistic); }
@@ -251,12 +260,40 @@ Values atan_(Ctx& c) {
   if (is_complex(x.type.dtype)) return {result(c, complex_atan(c.b, x))};
   return {result(c, c.b.binary(Op::Atan2, x, K(c.b, x, 1)))};
 }
+// k + z for a real k, keeping the sign of a zero imaginary part (which picks the side of a branch cut)
+Value add_real(Builder& b, Value z, double k) {
+  Value re = b.unary(Op::Real, z);
+  return b.binary(Op::Complex, b.add(re, K(b, re, k)), b.unary(Op::Imag, z));
+}
+// Complex asinh as C's casinh, on the half plane of non-negative Re z (asinh is odd; the sign bit of a
+// zero decides): log1p(z + z^2 / (1 + sqrt(1 + z^2))), exact near 0; ln 2 + log z once z^-2 is below
+// rounding (and at infinity). asin(z) = -i asinh(iz).
+Value complex_asinh(Builder& b, Value z) {
+  Value flip = signbit_of(b, b.unary(Op::Real, z));
+  Value w = b.select(flip, b.unary(Op::Neg, z), z);
+  Value w2 = b.mul(w, w);
+  Value near = b.unary(Op::Log1p, b.add(w, b.div(w2, add_real(b, sqrt_of(b, add_real(b, w2, 1)), 1))));
+  Value far = b.add(b.unary(Op::Log, w), K(b, w, M_LN2));
+  Value a = b.unary(Op::Abs, w);
+  Value r = b.select(cmp(b, a, Cmp::GT, K(b, a, z.type.dtype == DType::C128 ? 1e8 : 1e4)), far, near);
+  return b.select(flip, b.unary(Op::Neg, r), r);
+}
+Value times_i(Builder& b, Value z, bool minus) {  // i z or -i z
+  Value re = b.unary(Op::Real, z), im = b.unary(Op::Imag, z);
+  return minus ? b.binary(Op::Complex, im, b.unary(Op::Neg, re)) : b.binary(Op::Complex, b.unary(Op::Neg, im), re);
+}
+Value complex_asin(Builder& b, Value z) { return times_i(b, complex_asinh(b, times_i(b, z, false)), true); }
 Values asin_(Ctx& c) {
   Value x = operand(c, 0);
+  if (is_complex(x.type.dtype)) return {result(c, complex_asin(c.b, x))};
   return {result(c, c.b.binary(Op::Atan2, x, c.b.unary(Op::Sqrt, one_minus_sq(c.b, x))))};
 }
 Values acos_(Ctx& c) {
   Value x = operand(c, 0);
+  if (is_complex(x.type.dtype)) {  // pi/2 - asin(z)
+    Value a = complex_asin(c.b, x), re = c.b.unary(Op::Real, a);
+    return {result(c, c.b.binary(Op::Complex, c.b.sub(K(c.b, re, M_PI / 2), re), c.b.unary(Op::Neg, c.b.unary(Op::Imag, a))))};
+  }
   return {result(c, c.b.binary(Op::Atan2, c.b.unary(Op::Sqrt, one_minus_sq(c.b, x)), x))};
 }
 // sinh, cosh from e = exp(|x| / 2), so that e * e overflows only where the result does; expm1 near 0
@@ -294,10 +331,7 @@ Values cosh_(Ctx& c) {
 }
 Values asinh_(Ctx& c) {  // sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(2|x|) where x^2 overflows
   Builder& b = c.b;
-  if (is_complex(c.out[0].dtype)) {  // log(z + sqrt(z^2 + 1))
-    Value z = operand(c, 0);
-    return {b.unary(Op::Log, b.add(z, b.unary(Op::Sqrt, b.add(b.mul(z, z), K(b, z, 1)))))};
-  }
+  if (is_complex(c.out[0].dtype)) return {result(c, complex_asinh(b, operand(c, 0)))};
   Value x = operand(c, 0), ax = b.unary(Op::Abs, x);
   Value x2 = b.mul(ax, ax);
   Value r = b.unary(Op::Log1p, b.add(ax, b.div(x2, b.add(K(b, x, 1), b.unary(Op::Sqrt, b.add(K(b, x, 1), x2))))));
@@ -307,10 +341,12 @@ Values asinh_(Ctx& c) {  // sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(
 }
 Values acosh_(Ctx& c) {  // log1p(y + sqrt(y (y + 2))), y = x - 1
   Builder& b = c.b;
-  if (is_complex(c.out[0].dtype)) {  // log(z + sqrt(z + 1) sqrt(z - 1))
+  if (is_complex(c.out[0].dtype)) {  // log(z + sqrt(z + 1) sqrt(z - 1)); ln 2 + log z far out
     Value z = operand(c, 0);
-    Value r = b.mul(b.unary(Op::Sqrt, b.add(z, K(b, z, 1))), b.unary(Op::Sqrt, b.sub(z, K(b, z, 1))));
-    return {b.unary(Op::Log, b.add(z, r))};
+    Value r = b.mul(sqrt_of(b, add_real(b, z, 1)), sqrt_of(b, add_real(b, z, -1)));
+    Value a = b.unary(Op::Abs, z);
+    Value far = cmp(b, a, Cmp::GT, K(b, a, z.type.dtype == DType::C128 ? 1e150 : 1e18));
+    return {result(c, b.select(far, b.add(b.unary(Op::Log, z), K(b, z, M_LN2)), b.unary(Op::Log, b.add(z, r))))};
   }
   Value x = operand(c, 0), y = b.sub(x, K(b, x, 1));
   Value r = b.unary(Op::Log1p, b.add(y, b.unary(Op::Sqrt, b.mul(y, b.add(y, K(b, y, 2))))));
