@@ -640,8 +640,10 @@ def half(d):
     lambda d: torch.cumsum(half(d), 0, out=empty(d, torch.float64, 0)),
     lambda d: torch.neg(half(d), out=empty(d, torch.float64, 0)),                    # rejected
     lambda d: torch.neg(half(d), out=empty(d, torch.float16, 0)),
+    lambda d: torch.floor_divide(torch.tensor([7, -7], dtype=torch.int16, device=d),
+                                 torch.tensor([2], dtype=torch.int32, device=d), out=empty(d, torch.complex64, 0)),
 ], ids=["add", "add_alpha", "mul_scalar", "addcmul", "exp", "div_int", "sum", "sum_dim", "cumsum", "neg_wider",
-        "neg"])
+        "neg", "floor_divide_complex"])
 def test_out_wider_dtype_computes_in_result_type(call):
     same(lambda d: call(d).cpu())
 
