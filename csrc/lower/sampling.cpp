@@ -243,17 +243,23 @@ T src_scale(Ctx& c, size_t at, int64_t in, int64_t out, bool align) {
   if (c.has(at) && c.f(at) > 0) return static_cast<T>(1.0 / c.f(at));
   return static_cast<T>(in) / static_cast<T>(out);
 }
+// Keys' cubic convolution kernel of parameter A at distance |x| (PyTorch's A = -0.75, PIL's -0.5).
+template <typename T>
+T cubic_kernel(T A, T x) {
+  x = std::fabs(x);
+  if (x < 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  return 0;
+}
 template <typename T>
 std::vector<double> cubic_matrix(T sc, int64_t in, int64_t out, bool align) {
   std::vector<double> m(out * in, 0.0);
   const T A = -0.75;
-  auto c1 = [&](T x) { return ((A + 2) * x - (A + 3)) * x * x + 1; };
-  auto c2 = [&](T x) { return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A; };
   for (int64_t o = 0; o < out; ++o) {
     T src = align ? sc * static_cast<T>(o) : sc * (static_cast<T>(o) + T(0.5)) - T(0.5);
     int64_t i = static_cast<int64_t>(std::floor(src));
     T t = src - static_cast<T>(i);
-    T w[4] = {c2(t + 1), c1(t), c1(1 - t), c2(2 - t)};
+    T w[4] = {cubic_kernel(A, t + 1), cubic_kernel(A, t), cubic_kernel(A, 1 - t), cubic_kernel(A, 2 - t)};
     for (int64_t j = 0; j < 4; ++j) m[o * in + std::min(std::max<int64_t>(i - 1 + j, 0), in - 1)] += w[j];
   }
   return m;
@@ -262,12 +268,9 @@ std::vector<double> cubic_matrix(T sc, int64_t in, int64_t out, bool align) {
 // downsampling (the triangle for bilinear; for bicubic the cubic of a = -0.5, PIL's).
 template <typename T>
 T aa_filter(bool cubic, T x) {
+  if (cubic) return cubic_kernel(T(-0.5), x);
   x = std::fabs(x);
-  if (!cubic) return x < 1 ? 1 - x : T(0);
-  const T A = -0.5;
-  if (x < 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
-  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-  return 0;
+  return x < 1 ? 1 - x : T(0);
 }
 template <typename T>
 std::vector<double> aa_matrix(bool cubic, T sc, int64_t in, int64_t out) {
