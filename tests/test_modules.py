@@ -140,6 +140,13 @@ def test_transformer_encoder_layer_inference_fast_path(norm_first, activation):
         assert_close(actual, expected)
 
 
+@pytest.mark.parametrize("shape", [(0, 10, 16), (2, 0, 16)], ids=["no_batch", "no_sequence"])
+def test_transformer_encoder_layer_inference_on_empty_input(shape):
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, batch_first=True, dtype=torch.float64).eval()
+    with torch.no_grad():
+        run_both(layer, torch.rand(*shape, dtype=torch.float64), backward=False)
+
+
 def test_transformer_encoder_and_attention_inference():
     torch.manual_seed(0)
     encoder = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True),
@@ -159,3 +166,15 @@ def test_transformer_encoder_and_attention_inference():
             actual = copy.deepcopy(attention).to("tpu")(*[x.to("tpu")] * 3, key_padding_mask=mask,
                                                         average_attn_weights=average)
             assert_close(actual, attention(x, x, x, key_padding_mask=pad, average_attn_weights=average))
+
+
+def test_lstm_backward_where_no_gradient_reaches_the_cells():
+    # autograd's gradgrad checks pass undefined gradients: the cell backward then has no results
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(4, 4).double()
+    x = torch.rand(1, 3, 4, dtype=torch.float64)
+    for module, inp in ((lstm, x.clone().requires_grad_()), (copy.deepcopy(lstm).to("tpu"), x.to("tpu").requires_grad_())):
+        out, (h, c) = module(inp)
+        outs = [torch._C._functions.UndefinedGrad()(o) for o in (out, h, c)]
+        grads = torch.autograd.grad(outs, [inp], [torch.ones_like(o) for o in outs], allow_unused=True)
+        assert grads[0] is None or not grads[0].any()

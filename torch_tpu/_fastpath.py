@@ -26,7 +26,7 @@ def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_wei
     batch, head_dim = query.shape[0], embed_dim // num_head
 
     def heads(x, w, b):
-        return F.linear(x, w, b).view(batch, -1, num_head, head_dim).transpose(1, 2)
+        return F.linear(x, w, b).view(batch, x.shape[1], num_head, head_dim).transpose(1, 2)
 
     q, k, v = heads(query, w_q, b_q), heads(key, w_k, b_k), heads(value, w_v, b_v)
     scores = (q * head_dim ** -0.5) @ k.transpose(-2, -1)
@@ -34,7 +34,7 @@ def _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_wei
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf")) if mask.dtype == torch.bool else scores + mask
     weights = scores.softmax(-1)
-    out = (weights @ v).transpose(1, 2).reshape(batch, -1, embed_dim)
+    out = (weights @ v).transpose(1, 2).reshape(batch, query.shape[1], embed_dim)
     out = F.linear(out, proj_weight, proj_bias)
     if not need_weights:
         return out, None

@@ -66,7 +66,10 @@ Value operand(Ctx& c, size_t i, DType t, const Dims& shape) {
 
 Value operand(Ctx& c, size_t i) { return operand(c, i, compute_type(c.out[0].dtype), c.out[0].dims); }
 
-Value result(Ctx& c, Value x, size_t k) { return convert(c.b, x, c.out[k].dtype); }
+Value result(Ctx& c, Value x, size_t k) {
+  if (k >= c.out.size()) throw hlo::Error("the rule gives more results than the op returns");
+  return convert(c.b, x, c.out[k].dtype);
+}
 
 Value rounded(Ctx& c, Value x, size_t k) { return convert(c.b, convert(c.b, x, c.out[k].dtype), x.type.dtype); }
 Value rounded_operand(Ctx& c, size_t i) {

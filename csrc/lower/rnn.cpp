@@ -42,6 +42,7 @@ Values lstm_cell(Ctx& c) {
 // _thnn_fused_lstm_cell_backward_impl(grad_hy?, grad_cy?, cx, cy, workspace, has_bias)
 //   -> (grad_gates, grad_cx, grad_bias if has_bias)
 Values lstm_cell_backward(Ctx& c) {
+  if (!c.has(0) && !c.has(1)) return {};  // no gradient reached the cell: every result is None
   Builder& b = c.b;
   DType t = compute_type(c.v(4).type.dtype);
   Value ws = convert(b, c.v(4), t), cx = convert(b, c.v(2), t), cy = convert(b, c.v(3), t);
