@@ -1240,3 +1240,14 @@ def test_complex_inverse_trig_infinities_and_branch_cuts(fn):
     g = torch.Generator().manual_seed(0)
     for scale in (1e-6, 1.0, 3.0, 3e4):
         check(fn, torch.complex(torch.randn(300, generator=g), torch.randn(300, generator=g)) * scale)
+
+
+def test_complex_pow_sqrt_log_exp_on_the_extremal_grid():
+    # every pair of parts from {0, 1, -1, inf, -inf, nan}: C99's special cases, as CPU computes them
+    parts = [0.0, 1.0, -1.0, INF, -INF, NAN]
+    z = torch.tensor([complex(a, b) for a in parts for b in parts], dtype=torch.complex128)
+    for fn in (torch.sqrt, torch.log, torch.log10, torch.exp):
+        check(lambda t: torch.view_as_real(fn(t)), z, rtol=1e-14, atol=1e-300)
+    x, y = z.repeat_interleave(len(z)), z.repeat(len(z))
+    expected, actual = torch.pow(x, y), torch.pow(x.to("tpu"), y.to("tpu")).cpu()
+    assert torch.isclose(actual, expected, equal_nan=True).all()

@@ -133,16 +133,34 @@ Value exp_of(Builder& b, Value z) {
 }
 Values exp_(Ctx& c) { return {result(c, exp_of(c.b, operand(c, 0)))}; }
 Values expm1_(Ctx& c) { return unary(c, Op::Expm1); }
-Values log_(Ctx& c) { return unary(c, Op::Log); }
+// log z as C's clog where a part is not finite: log|z| with |z| infinite beside a NaN (XLA's complex log
+// takes a NaN-dropping |z|: log(1 + NaN i) would be 0 + NaN i).
+Value log_of(Builder& b, Value z) {
+  Value l = b.unary(Op::Log, z);
+  if (!is_complex(z.type.dtype)) return l;
+  Value re = b.unary(Op::Real, z), im = b.unary(Op::Imag, z);
+  Value odd = b.unary(Op::Not, b.and_(b.unary(Op::IsFinite, re), b.unary(Op::IsFinite, im)));
+  Value fixed = b.binary(Op::Complex, b.unary(Op::Log, complex_abs(b, z)), b.binary(Op::Atan2, im, re));
+  return b.select(odd, fixed, l);
+}
+Values log_(Ctx& c) { return {result(c, log_of(c.b, operand(c, 0)))}; }
 Values log1p_(Ctx& c) { return unary(c, Op::Log1p); }
 // sqrt(z) as C's csqrt: the imaginary part takes the sign of Im z, also of a zero (XLA's loses -0, which
-// puts sqrt(-4 - 0i) on the wrong side of the cut).
+// puts sqrt(-4 - 0i) on the wrong side of the cut), and an infinite one wins over a NaN.
 Value sqrt_of(Builder& b, Value z) {
   Value r = b.unary(Op::Sqrt, z);
   if (!is_complex(z.type.dtype)) return r;
-  Value im = b.unary(Op::Abs, b.unary(Op::Imag, r));
-  return b.binary(Op::Complex, b.unary(Op::Real, r),
-                  b.select(signbit_of(b, b.unary(Op::Imag, z)), b.unary(Op::Neg, im), im));
+  Value zi = b.unary(Op::Imag, z), im = b.unary(Op::Abs, b.unary(Op::Imag, r));
+  Value root = b.binary(Op::Complex, b.unary(Op::Real, r), b.select(signbit_of(b, zi), b.unary(Op::Neg, im), im));
+  // sqrt(x +- i inf) = inf +- i inf; sqrt(inf + iy) = inf + i0y; sqrt(-inf + iy) = 0y + i inf (0y: NaN for a NaN y)
+  Value zr = b.unary(Op::Real, z), inf = K(b, zi, INFINITY), zero_y = b.mul(K(b, zi, 0), zi);
+  root = b.select(b.or_(is_nan(b, zr), is_nan(b, zi)), b.binary(Op::Complex, K(b, zr, NAN), K(b, zr, NAN)), root);
+  Value zero_y_signed = b.select(signbit_of(b, zi), b.unary(Op::Neg, b.unary(Op::Abs, zero_y)), b.unary(Op::Abs, zero_y));
+  root = b.select(cmp(b, zr, Cmp::EQ, inf), b.binary(Op::Complex, inf, zero_y_signed), root);
+  Value neg_inf_im = b.select(signbit_of(b, zi), b.unary(Op::Neg, inf), inf);
+  root = b.select(cmp(b, zr, Cmp::EQ, K(b, zr, -INFINITY)), b.binary(Op::Complex, b.unary(Op::Abs, zero_y), neg_inf_im), root);
+  Value inf_im = cmp(b, b.unary(Op::Abs, zi), Cmp::EQ, inf);
+  return b.select(inf_im, b.binary(Op::Complex, inf, zi), root);
 }
 Values sqrt_(Ctx& c) { return {result(c, sqrt_of(c.b, operand(c, 0)))}; }
 Values rsqrt(Ctx& c) { return unary(c, Op::Rsqrt); }
@@ -372,7 +390,7 @@ Values exp2_(Ctx& c) {  // complex: e^(z ln 2)
 }
 Values log_scaled(Ctx& c, double base) {
   Value x = operand(c, 0);
-  return {result(c, scale(c.b, c.b.unary(Op::Log, x), 1 / std::log(base)))};
+  return {result(c, scale(c.b, log_of(c.b, x), 1 / std::log(base)))};
 }
 Values log2_(Ctx& c) { return log_scaled(c, 2); }
 Values log10_(Ctx& c) { return log_scaled(c, 10); }
@@ -463,17 +481,34 @@ Values fmod(Ctx& c) {
   Value y = divisor(c.b, rounded_operand(c, 1));
   return {result(c, c.b.binary(Op::Remainder, rounded_operand(c, 0), y))};
 }
+// (a + bi)(c + di) as C99's Annex G: where the product is NaN + NaN i only because an infinite factor
+// met a zero, the infinite one counts as +-1 per part, times inf (so (inf + inf i)(i pi/2) is -inf + inf i).
+Value c99_mul(Builder& b, Value u, Value v) {
+  Value a = b.unary(Op::Real, u), bb = b.unary(Op::Imag, u), c = b.unary(Op::Real, v), d = b.unary(Op::Imag, v);
+  Value ac = b.mul(a, c), bd = b.mul(bb, d), ad = b.mul(a, d), bc = b.mul(bb, c);
+  Value re = b.sub(ac, bd), im = b.add(ad, bc);
+  Value inf = K(b, a, INFINITY), zero = K(b, a, 0), one = K(b, a, 1);
+  auto is_inf = [&](Value t) { return cmp(b, b.unary(Op::Abs, t), Cmp::EQ, inf); };
+  auto copysign = [&](Value mag, Value sign) { return b.select(signbit_of(b, sign), b.unary(Op::Neg, mag), mag); };
+  auto unit = [&](Value t) { return copysign(b.select(is_inf(t), one, zero), t); };  // +-1 if infinite, else +-0
+  auto nan_to_zero = [&](Value t) { return b.select(is_nan(b, t), copysign(zero, t), t); };
+  Value u_inf = b.or_(is_inf(a), is_inf(bb)), v_inf = b.or_(is_inf(c), is_inf(d));
+  Value a2 = b.select(u_inf, unit(a), b.select(v_inf, nan_to_zero(a), a));
+  Value b2 = b.select(u_inf, unit(bb), b.select(v_inf, nan_to_zero(bb), bb));
+  Value c2 = b.select(v_inf, unit(c), b.select(u_inf, nan_to_zero(c), c));
+  Value d2 = b.select(v_inf, unit(d), b.select(u_inf, nan_to_zero(d), d));
+  Value recover = b.and_(b.and_(is_nan(b, re), is_nan(b, im)), b.or_(u_inf, v_inf));
+  Value re2 = b.mul(inf, b.sub(b.mul(a2, c2), b.mul(b2, d2))), im2 = b.mul(inf, b.add(b.mul(a2, d2), b.mul(b2, c2)));
+  return b.binary(Op::Complex, b.select(recover, re2, re), b.select(recover, im2, im));
+}
 Values pow_(Ctx& c) {
   if (c.out[0].dtype == DType::Pred) {  // x ** y for bools: x or not y
     Value x = operand(c, 0), y = operand(c, 1);
     return {c.b.or_(x, c.b.unary(Op::Not, y))};
   }
-  if (is_complex(c.out[0].dtype)) {  // CPU's e^(y log x), products taken naively: 0^y is 0, NaN or inf + i NaN
-    Builder& b = c.b;
-    Value x = operand(c, 0), y = operand(c, 1), l = b.unary(Op::Log, x);
-    Value lr = b.unary(Op::Real, l), li = b.unary(Op::Imag, l), yr = b.unary(Op::Real, y), yi = b.unary(Op::Imag, y);
-    Value p = b.binary(Op::Complex, b.sub(b.mul(yr, lr), b.mul(yi, li)), b.add(b.mul(yr, li), b.mul(yi, lr)));
-    return {result(c, exp_of(b, p))};
+  if (is_complex(c.out[0].dtype)) {  // CPU's e^(y log x): 0^y is 0, NaN or inf + i NaN
+    Value x = operand(c, 0);
+    return {result(c, exp_of(c.b, c99_mul(c.b, operand(c, 1), log_of(c.b, x))))};
   }
   const auto& t = info(c.out[0].dtype);
   if (!t.is_int) return binary(c, Op::Power);
