@@ -163,7 +163,23 @@ Value sqrt_of(Builder& b, Value z) {
   return b.select(inf_im, b.binary(Op::Complex, inf, zi), root);
 }
 Values sqrt_(Ctx& c) { return {result(c, sqrt_of(c.b, operand(c, 0)))}; }
-Values rsqrt(Ctx& c) { return unary(c, Op::Rsqrt); }
+// complex: 1 / sqrt(z) by CPU's (NumPy's) scaled division, 1 / (p + qi) with r = q / p, s = 1 / (p + q r)
+// = s - i r s where |p| >= |q| (the roles swapped otherwise); so 1 / (inf + inf i) is NaN, as on CPU.
+Values rsqrt(Ctx& c) {
+  Value z = operand(c, 0);
+  if (!is_complex(z.type.dtype)) return {result(c, c.b.unary(Op::Rsqrt, z))};
+  Builder& b = c.b;
+  Value s = sqrt_of(b, z), p = b.unary(Op::Real, s), q = b.unary(Op::Imag, s);
+  Value p_major = cmp(b, b.unary(Op::Abs, p), Cmp::GE, b.unary(Op::Abs, q));
+  Value big = b.select(p_major, p, q), small = b.select(p_major, q, p);
+  Value ratio = b.div(small, big), scale = b.div(K(b, big, 1), b.add(big, b.mul(small, ratio)));
+  Value re = b.select(p_major, scale, b.mul(ratio, scale));
+  Value im = b.unary(Op::Neg, b.select(p_major, b.mul(ratio, scale), scale));
+  Value zero = b.and_(cmp(b, p, Cmp::EQ, K(b, p, 0)), cmp(b, q, Cmp::EQ, K(b, q, 0)));  // 1 / 0 is inf + i NaN
+  re = b.select(zero, K(b, re, INFINITY), re);
+  im = b.select(zero, K(b, im, NAN), im);
+  return {result(c, b.binary(Op::Complex, re, im))};
+}
 Values tanh_(Ctx& c) { return unary(c, Op::Tanh); }
 Values sigmoid(Ctx& c) { return unary(c, Op::Logistic); }
 // sin / cos of a complex z on the imaginary axis, as C: the zero part stays a signed zero where XLA
