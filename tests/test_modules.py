@@ -178,3 +178,16 @@ def test_lstm_backward_where_no_gradient_reaches_the_cells():
         outs = [torch._C._functions.UndefinedGrad()(o) for o in (out, h, c)]
         grads = torch.autograd.grad(outs, [inp], [torch.ones_like(o) for o in outs], allow_unused=True)
         assert grads[0] is None or not grads[0].any()
+
+
+def test_recurrent_and_transformer_layers_compiled():
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(5, 7, num_layers=2)
+    x = torch.randn(3, 2, 5)
+    compiled = torch.compile(copy.deepcopy(lstm).to("tpu"), backend="tpu")
+    assert_close(compiled(x.to("tpu"))[0], lstm(x)[0])
+    layer = torch.nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True).eval()
+    x = torch.randn(2, 5, 16)
+    compiled = torch.compile(copy.deepcopy(layer).to("tpu"), backend="tpu")
+    with torch.no_grad():
+        assert_close(compiled(x.to("tpu")), layer(x))
