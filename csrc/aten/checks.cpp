@@ -366,6 +366,13 @@ ResultFix result_fix_for(const std::string& name) {
         if (!strides[0].empty()) return;
       }
     };
+  // floor_divide into a wider out= computes in its own result type, as the pointwise ops (it lacks their tag)
+  if (name == "floor_divide.out" || name == "floor_divide.Scalar_out")
+    return [](Args args, Metas, Types types, Strides) {
+      const at::Tensor& self = args[0].toTensor();
+      types[0].dtype = to_dtype(args[1].isTensor() ? at::result_type(self, args[1].toTensor())
+                                                   : at::result_type(self, args[1].toScalar()));
+    };
   // margin losses of one 1-D sample, unreduced: CPU returns a 0-d loss, the meta kernels a [1] one
   if (name == "multi_margin_loss" || name == "multilabel_margin_loss_forward")
     return [](Args args, Metas, Types types, Strides strides) {

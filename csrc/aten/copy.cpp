@@ -33,6 +33,16 @@ std::shared_ptr<pjrt::Buffer> small_storage_buffer(const at::Tensor& src) {
   return bytes == st.nbytes ? b : nullptr;
 }
 
+// The one device -> host read: a host sync, whose failure names the op that produced the buffer.
+void read_to_host(const pjrt::Buffer& b, void* dst, size_t nbytes, const std::string& origin) {
+  metrics::count(metrics::HostSyncs);
+  try {
+    b.to_host(dst, nbytes);
+  } catch (const pjrt::Error& e) {
+    rethrow(e, "tpu: error in " + origin);
+  }
+}
+
 // Host copies of the small buffers read whole, most recent first. A buffer's contents never change (a
 // write installs a new buffer), so a loop of x[i].item() reads the device once.
 at::Tensor host_copy(const std::shared_ptr<pjrt::Buffer>& b, int64_t nbytes, const std::string& origin) {
@@ -47,12 +57,7 @@ at::Tensor host_copy(const std::shared_ptr<pjrt::Buffer>& b, int64_t nbytes, con
       }
   }
   at::Tensor bytes = at::empty({nbytes}, at::TensorOptions().dtype(at::kByte));
-  metrics::count(metrics::HostSyncs);
-  try {
-    b->to_host(bytes.mutable_data_ptr(), static_cast<size_t>(nbytes));
-  } catch (const pjrt::Error& e) {
-    rethrow(e, "tpu: error in " + origin);
-  }
+  read_to_host(*b, bytes.mutable_data_ptr(), static_cast<size_t>(nbytes), origin);
   std::lock_guard<std::mutex> lock(mu);
   recent.insert(recent.begin(), {b, bytes});
   if (recent.size() > 16) recent.pop_back();
@@ -112,14 +117,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst_view, bool /*n
       at::Tensor bytes = host_copy(whole, storage_of(src).nbytes, storage_of(src).origin);
       host = at::empty({0}, src.options().device(c10::kCPU)).set_(bytes.storage(), src.storage_offset(), src.sizes(), src.strides());
     } else {
-      std::shared_ptr<pjrt::Buffer> b = dense_buffer(src);
       host = at::empty(src.sizes(), src.options().device(c10::kCPU));
-      metrics::count(metrics::HostSyncs);
-      try {
-        b->to_host(host.storage().mutable_data(), host.storage().nbytes());
-      } catch (const pjrt::Error& e) {
-        rethrow(e, "tpu: error in " + storage_of(src).origin);
-      }
+      read_to_host(*dense_buffer(src), host.storage().mutable_data(), host.storage().nbytes(), storage_of(src).origin);
     }
     raise_failed_checks_like_cpu(src.device().index());  // a host sync: device-side checks surface here
     dst.copy_(host);

@@ -377,8 +377,7 @@ void check_out_dtypes_like_cpu(const c10::OperatorHandle& op, const std::string&
 // out's dtype is the computation's, as the out= meta kernel says.) The cast is the copy into out.
 void pointwise_out_compute_types(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                                  std::vector<hlo::TensorType>& types) {
-  // floor_divide is pointwise without PyTorch's tag
-  if (!op.hasTag(at::Tag::pointwise) && op.operator_name().name != "aten::floor_divide") return;
+  if (!op.hasTag(at::Tag::pointwise)) return;
   auto functional = functional_of(op);
   if (!functional) return;
   torch::jit::Stack meta;

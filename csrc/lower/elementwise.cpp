@@ -57,6 +57,8 @@ Value signbit_of(Builder& b, Value x) {
   Value bits = b.bitcast_convert(x, int_of_width(x.type.dtype));
   return cmp(b, bits, Cmp::LT, K(b, bits, 0));
 }
+// -x where `sign` has its sign bit set, else x (copysign, for a non-negative x)
+Value with_sign_of(Builder& b, Value x, Value sign) { return b.select(signbit_of(b, sign), b.unary(Op::Neg, x), x); }
 
 // PyTorch's result_type: dimensioned tensors outrank 0-d tensors, which outrank Python scalars; a lower
 // tier only raises the category (bool < integer < float < complex).
@@ -150,17 +152,16 @@ Values log1p_(Ctx& c) { return unary(c, Op::Log1p); }
 Value sqrt_of(Builder& b, Value z) {
   Value r = b.unary(Op::Sqrt, z);
   if (!is_complex(z.type.dtype)) return r;
-  Value zi = b.unary(Op::Imag, z), im = b.unary(Op::Abs, b.unary(Op::Imag, r));
-  Value root = b.binary(Op::Complex, b.unary(Op::Real, r), b.select(signbit_of(b, zi), b.unary(Op::Neg, im), im));
-  // sqrt(x +- i inf) = inf +- i inf; sqrt(inf + iy) = inf + i0y; sqrt(-inf + iy) = 0y + i inf (0y: NaN for a NaN y)
-  Value zr = b.unary(Op::Real, z), inf = K(b, zi, INFINITY), zero_y = b.mul(K(b, zi, 0), zi);
+  Value zr = b.unary(Op::Real, z), zi = b.unary(Op::Imag, z), inf = K(b, zi, INFINITY);
+  Value root = b.binary(Op::Complex, b.unary(Op::Real, r), with_sign_of(b, b.unary(Op::Abs, b.unary(Op::Imag, r)), zi));
   root = b.select(b.or_(is_nan(b, zr), is_nan(b, zi)), b.binary(Op::Complex, K(b, zr, NAN), K(b, zr, NAN)), root);
-  Value zero_y_signed = b.select(signbit_of(b, zi), b.unary(Op::Neg, b.unary(Op::Abs, zero_y)), b.unary(Op::Abs, zero_y));
-  root = b.select(cmp(b, zr, Cmp::EQ, inf), b.binary(Op::Complex, inf, zero_y_signed), root);
-  Value neg_inf_im = b.select(signbit_of(b, zi), b.unary(Op::Neg, inf), inf);
-  root = b.select(cmp(b, zr, Cmp::EQ, K(b, zr, -INFINITY)), b.binary(Op::Complex, b.unary(Op::Abs, zero_y), neg_inf_im), root);
-  Value inf_im = cmp(b, b.unary(Op::Abs, zi), Cmp::EQ, inf);
-  return b.select(inf_im, b.binary(Op::Complex, inf, zi), root);
+  // sqrt(inf + iy) = inf + i0y, sqrt(-inf + iy) = |0y| +- i inf (0y: y's signed zero, NaN for a NaN y);
+  // sqrt(x +- i inf) = inf +- i inf
+  Value zero_y = b.mul(K(b, zi, 0), zi);
+  root = b.select(cmp(b, zr, Cmp::EQ, inf), b.binary(Op::Complex, inf, zero_y), root);
+  root = b.select(cmp(b, zr, Cmp::EQ, K(b, zr, -INFINITY)),
+                  b.binary(Op::Complex, b.unary(Op::Abs, zero_y), with_sign_of(b, inf, zi)), root);
+  return b.select(cmp(b, b.unary(Op::Abs, zi), Cmp::EQ, inf), b.binary(Op::Complex, inf, zi), root);
 }
 Values sqrt_(Ctx& c) { return {result(c, sqrt_of(c.b, operand(c, 0)))}; }
 // complex: 1 / sqrt(z) by CPU's (NumPy's) scaled division, 1 / (p + qi) with r = q / p, s = 1 / (p + q r)
@@ -287,7 +288,7 @@ Value complex_atan(Builder& b, Value z) {
   Value far = cmp(b, a, Cmp::GT, K(b, a, 1e18));
   re = b.select(far, half_pi, re);
   im = b.select(far, b.select(cmp(b, a, Cmp::EQ, K(b, a, INFINITY)), K(b, a, 0), b.div(b.div(ay, a), a)), im);
-  return b.binary(Op::Complex, re, b.select(signbit_of(b, y), b.unary(Op::Neg, im), im));
+  return b.binary(Op::Complex, re, with_sign_of(b, im, y));
 }
 Values atan_(Ctx& c) {
   Value x = operand(c, 0);
@@ -331,7 +332,6 @@ Values acos_(Ctx& c) {
   return {result(c, c.b.binary(Op::Atan2, c.b.unary(Op::Sqrt, one_minus_sq(c.b, x)), x))};
 }
 // sinh, cosh from e = exp(|x| / 2), so that e * e overflows only where the result does; expm1 near 0
-// Complex arguments use the textbook identities (no overflow care): PyTorch's complex kernels are std::complex's.
 // (e^z +- e^-z) / 2, halved part by part; where e^|Re z| overflows before the halving,
 // e^(z - ln 2) +- e^(-z - ln 2) instead.
 Value complex_sinh_cosh(Builder& b, Value z, bool cosh) {
@@ -354,7 +354,7 @@ Values sinh_(Ctx& c) {
   Value u = b.unary(Op::Expm1, ax);
   Value small = b.mul(K(b, u, 0.5), b.add(u, b.div(u, b.add(u, K(b, u, 1)))));
   Value s = b.select(cmp(b, ax, Cmp::LT, K(b, ax, 1)), small, big);
-  return {result(c, b.select(signbit_of(b, x), b.unary(Op::Neg, s), s))};
+  return {result(c, with_sign_of(b, s, x))};
 }
 Values cosh_(Ctx& c) {
   Builder& b = c.b;
@@ -371,7 +371,7 @@ Values asinh_(Ctx& c) {  // sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2))); log(
   Value r = b.unary(Op::Log1p, b.add(ax, b.div(x2, b.add(K(b, x, 1), b.unary(Op::Sqrt, b.add(K(b, x, 1), x2))))));
   Value big = b.add(b.unary(Op::Log, ax), K(b, x, M_LN2));
   r = b.select(cmp(b, ax, Cmp::GT, K(b, ax, 1e18)), big, r);
-  return {result(c, b.select(signbit_of(b, x), b.unary(Op::Neg, r), r))};
+  return {result(c, with_sign_of(b, r, x))};
 }
 Values acosh_(Ctx& c) {  // log1p(y + sqrt(y (y + 2))), y = x - 1
   Builder& b = c.b;
@@ -397,7 +397,7 @@ Values atanh_(Ctx& c) {  // sign(x) log1p(2|x| / (1 - |x|)) / 2: near -1, 1 + 2x
   }
   Value a = b.unary(Op::Abs, x);
   Value r = b.mul(K(b, a, 0.5), b.unary(Op::Log1p, b.div(b.add(a, a), b.sub(K(b, a, 1), a))));
-  return {result(c, b.select(signbit_of(b, x), b.unary(Op::Neg, r), r))};
+  return {result(c, with_sign_of(b, r, x))};
 }
 Values exp2_(Ctx& c) {  // complex: e^(z ln 2)
   Value x = operand(c, 0);
@@ -505,9 +505,8 @@ Value c99_mul(Builder& b, Value u, Value v) {
   Value re = b.sub(ac, bd), im = b.add(ad, bc);
   Value inf = K(b, a, INFINITY), zero = K(b, a, 0), one = K(b, a, 1);
   auto is_inf = [&](Value t) { return cmp(b, b.unary(Op::Abs, t), Cmp::EQ, inf); };
-  auto copysign = [&](Value mag, Value sign) { return b.select(signbit_of(b, sign), b.unary(Op::Neg, mag), mag); };
-  auto unit = [&](Value t) { return copysign(b.select(is_inf(t), one, zero), t); };  // +-1 if infinite, else +-0
-  auto nan_to_zero = [&](Value t) { return b.select(is_nan(b, t), copysign(zero, t), t); };
+  auto unit = [&](Value t) { return with_sign_of(b, b.select(is_inf(t), one, zero), t); };  // +-1 if infinite, else +-0
+  auto nan_to_zero = [&](Value t) { return b.select(is_nan(b, t), with_sign_of(b, zero, t), t); };
   Value u_inf = b.or_(is_inf(a), is_inf(bb)), v_inf = b.or_(is_inf(c), is_inf(d));
   Value a2 = b.select(u_inf, unit(a), b.select(v_inf, nan_to_zero(a), a));
   Value b2 = b.select(u_inf, unit(bb), b.select(v_inf, nan_to_zero(bb), bb));
@@ -583,7 +582,7 @@ Values hypot(Ctx& c) {  // m sqrt(1 + (n/m)^2) with m = max(|x|, |y|): no overfl
 }
 Values copysign(Ctx& c) {
   Value x = c.b.unary(Op::Abs, operand(c, 0)), y = operand(c, 1);
-  return {result(c, c.b.select(signbit_of(c.b, y), c.b.unary(Op::Neg, x), x))};
+  return {result(c, with_sign_of(c.b, x, y))};
 }
 Values heaviside(Ctx& c) {  // x == 0 ? values : x > 0
   Value x = operand(c, 0), v = operand(c, 1);
@@ -803,7 +802,7 @@ Value erf_of(Builder& b, Value x) {
   Value small = b.mul(x, poly);
   Value ax = b.unary(Op::Abs, x);
   Value large = b.sub(K(b, x, 1), erfc_abs(b, ax));
-  large = b.select(signbit_of(b, x), b.unary(Op::Neg, large), large);
+  large = with_sign_of(b, large, x);
   return b.select(cmp(b, ax, Cmp::LT, K(b, x, 1)), small, large);
 }
 
