@@ -883,14 +883,38 @@ def test_batch_norm_out_forms(op, training):
 ], ids=["inf_data", "nan_data", "inf_max", "inf_data_in_range", "nan_data_in_range", "finite"])
 def test_histc_range_must_be_finite(data, lo, hi):
     def run(d):
-        return torch.histc(torch.tensor(data, device=d), 3, lo, hi).cpu()
+        return torch.histc(torch.tensor(data, device=d), 3, lo, hi)
     try:
         expected = run("cpu")
     except RuntimeError:
+        x = torch.tensor(data, device="tpu")
         with pytest.raises(RuntimeError, match="torch.histc: range of .* is not finite"):
-            run("tpu")
+            torch.histc(x, 3, lo, hi)  # by the call, as on CPU and CUDA: no later sync needed
+        with pytest.raises(RuntimeError, match="torch.histc: range of .* is not finite"):
+            torch.compile(lambda v: torch.histc(v, 3, lo, hi), backend="tpu")(x)
         return
-    assert torch.equal(run("tpu"), expected)
+    assert torch.equal(run("tpu").cpu(), expected)
+
+
+# ------------------------------------------------------------- reducing one dim of more than 64
+@pytest.mark.parametrize("call", [
+    lambda x: torch.argmax(x, 0), lambda x: torch.argmin(x, -1), lambda x: torch.nansum(x, 0),
+    lambda x: torch.nansum(x, [0, 1]), lambda x: x.max(0), lambda x: x.min(3), lambda x: torch.sum(x, 0),
+    lambda x: torch.argmax(x), lambda x: torch.nansum(x), lambda x: x.max(),
+], ids=["argmax", "argmin", "nansum", "nansum_dims", "max_dim", "min_dim", "sum", "argmax_all", "nansum_all", "max_all"])
+def test_reduction_dim_limit_of_64(call):
+    same(lambda d: call(torch.ones([1] * 65, device=d)))
+
+
+# ------------------------------------------------------------- searchsorted's side= and sorter= checks
+@pytest.mark.parametrize("kwargs", [
+    lambda d: {"side": "middle"}, lambda d: {"sorter": torch.tensor([0., 1., 2.], device=d)},
+    lambda d: {"sorter": torch.tensor([0, 1], device=d)}, lambda d: {"side": "left", "right": True},
+    lambda d: {"side": "right", "sorter": torch.tensor([2, 0, 1], device=d)},
+], ids=["side", "sorter_dtype", "sorter_size", "side_vs_right", "valid"])
+def test_searchsorted_argument_checks(kwargs):
+    same(lambda d: torch.searchsorted(torch.tensor([3., 1., 2.], device=d), torch.tensor([2.5, 0.], device=d),
+                                      **kwargs(d)))
 
 
 # ------------------------------------------------------------- addr_ in place: self is the result as it is

@@ -114,7 +114,27 @@ ArgCheck arg_check_for(const std::string& name) {
   using Args = c10::ArrayRef<c10::IValue>;
   const std::string base = base_of(name);
   if (base == "searchsorted" || base == "bucketize")
-    return [](const std::string& name, Args args) { warn_noncontiguous_search(base_of(name) == "searchsorted", args); };
+    return [](const std::string& name, Args args) {
+      bool searchsorted = base_of(name) == "searchsorted";
+      if (searchsorted && args.size() > 5) {  // CPU's pre-checks that the meta kernel lacks
+        if (args[4].isString()) {
+          std::string side(args[4].toStringView());
+          TORCH_CHECK(side == "left" || side == "right", "torch.searchsorted(): side can only be 'left' or 'right' but "
+                      "got ", side);
+        }
+        if (args[5].isTensor() && args[5].toTensor().defined())
+          TORCH_CHECK(args[5].toTensor().scalar_type() == at::kLong, "torch.searchsorted(): sorter must be a tensor "
+                      "of long dtype but got dtype ", args[5].toTensor().scalar_type());
+      }
+      warn_noncontiguous_search(searchsorted, args);
+    };
+  // Reductions along a dim: CPU's and CUDA's dim mask holds 64 dims (these ops' meta kernels skip the check)
+  if (base == "argmax" || base == "argmin" || base == "nansum" || name.rfind("max.dim", 0) == 0 ||
+      name.rfind("min.dim", 0) == 0)
+    return [](const std::string&, Args args) {
+      bool some_dim = args.size() > 1 && !args[1].isNone() && !(args[1].isIntList() && args[1].toIntList().empty());
+      TORCH_CHECK(!some_dim || args[0].toTensor().dim() <= 64, "only tensors with up to 64 dims are supported");
+    };
   if (base == "index_fill" || base == "index_fill_")
     return [](const std::string&, Args args) {
       const c10::IValue& v = args[3];
@@ -241,9 +261,18 @@ ArgCheck arg_check_for(const std::string& name) {
       int64_t dim = c10::maybe_wrap_dim(args[1].toInt(), self.dim());
       TORCH_CHECK_INDEX(self.size(dim) > 0, "mode(): Expected reduction dim ", dim, " to have non-zero size.");
     };
-  if (name == "histc" || name == "histc.out")  // min and max are runtime operands
+  if (name == "histc" || name == "histc.out")
     return [](const std::string&, Args args) {
-      TORCH_CHECK(num(args, 2) <= num(args, 3), "torch.histc: max must be larger than min");
+      double lo = num(args, 2), hi = num(args, 3);
+      TORCH_CHECK(lo <= hi, "torch.histc: max must be larger than min");
+      const at::Tensor& self = args[0].toTensor();
+      if (!at::isFloatingType(self.scalar_type())) return;
+      if (lo == hi && self.numel() > 0) {  // the data's range: read on the host, as CUDA does
+        auto [min, max] = at::aminmax(self);
+        lo = min.item<double>();
+        hi = max.item<double>();
+      }
+      TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi, "] is not finite");
     };
   // an in-place forward saved its result, which a negative slope makes ambiguous to invert
   if (base == "elu_backward")
