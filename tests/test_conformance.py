@@ -21,7 +21,11 @@ def outcome(fn, device):
             result = fn(device)
         except Exception as e:  # noqa: BLE001 - the exception is what is compared
             result = e
-    return result, [(w.category, str(w.message)) for w in caught]
+    return result, [(w.category, message_of(w)) for w in caught]
+
+
+def message_of(warning):
+    return str(warning.message).split(" (Triggered internally")[0]  # without the C++ file and line
 
 
 def first_line(e):
@@ -1275,3 +1279,99 @@ def test_complex_pow_sqrt_log_exp_on_the_extremal_grid():
     x, y = z.repeat_interleave(len(z)), z.repeat(len(z))
     expected, actual = torch.pow(x, y), torch.pow(x.to("tpu"), y.to("tpu")).cpu()
     assert torch.isclose(actual, expected, equal_nan=True).all()
+
+
+# ------------------------------------------------------------- sequence factories into out=
+@pytest.mark.parametrize("fn", [
+    lambda o: torch.linspace(0, 3, 4, out=o), lambda o: torch.logspace(0, 3, 4, out=o),
+    lambda o: torch.arange(4, out=o), lambda o: torch.arange(1, 9, 2, out=o),
+], ids=["linspace", "logspace", "arange", "arange_step"])
+@pytest.mark.parametrize("out", ["narrow", "transposed", "2x2", "wrong_numel", "empty"])
+def test_sequence_into_out_keeps_its_shape(fn, out):
+    # an out= with the sequence's number of elements keeps its shape and gets the sequence in logical order;
+    # another is resized to 1-D (arange warns that it is)
+    def run(d):
+        base = torch.zeros(2, 3, device=d)
+        o = {"narrow": lambda: base.narrow(1, 1, 2), "transposed": lambda: base[:, :2].t(),
+             "2x2": lambda: torch.zeros(2, 2, device=d), "wrong_numel": lambda: base,
+             "empty": lambda: torch.zeros(0, device=d)}[out]()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = fn(o)
+        return base.cpu(), o.cpu(), r.shape, [message_of(w) for w in caught]
+    assert_equal_runs(run)
+
+
+def assert_equal_runs(run):
+    """run(device) gives the same tensors (exactly) and the same other values on tpu as on CPU."""
+    for a, e in zip(run("tpu"), run("cpu")):
+        if isinstance(e, torch.Tensor):
+            assert torch.equal(a, e), (a, e)
+        else:
+            assert a == e
+
+
+# ------------------------------------------------------------- fills through aliased elements
+@pytest.mark.parametrize("fill", [lambda t: t.fill_(1.5), lambda t: t.zero_()], ids=["fill_", "zero_"])
+def test_fill_of_an_internally_overlapping_view(fill):
+    # one value at every alias is well defined: CPU allows it (fill_ with a tensor value still refuses)
+    def run(d):
+        base = torch.arange(60.0, device=d)
+        fill(base.as_strided((4, 3, 2), (10, 0, 3)))
+        return (base.cpu(),)
+    assert_equal_runs(run)
+    same(lambda d: torch.empty_strided((4, 3, 2), (10, 0, 3), device=d).fill_(torch.tensor(2.0, device=d)))
+
+
+# ------------------------------------------------------------- random fills: PyTorch's bounds checks
+@pytest.mark.parametrize("dtype,lo,hi", [
+    (torch.bool, -1, 2), (torch.int32, -2 ** 31 - 1, 2), (torch.int8, 0, 200), (torch.uint8, -1, 5),
+    (torch.int8, 5, 3), (torch.float16, -2 ** 17, 5), (torch.float32, 0, 2 ** 25), (torch.float32, -2 ** 25, 0),
+    (torch.complex64, 0, 5), (torch.int64, -5, 5), (torch.bfloat16, 0, 2 ** 9),
+])
+def test_random_bounds(dtype, lo, hi):
+    # CPU's errors and precision warnings; a valid call fills [lo, hi)
+    for call in (lambda t: t.random_(lo, hi), lambda t: t.random_(hi), lambda t: torch.randint(lo, hi, t.shape, dtype=dtype, device=t.device)):
+        def run(d):
+            result, caught = outcome(lambda d: call(torch.empty(50, dtype=dtype, device=d)), d)
+            if isinstance(result, Exception):
+                return type(result).__name__, first_line(result), caught
+            vals = result.cpu().to(torch.float64) if dtype != torch.complex64 else result.cpu().real.double()
+            return "ok", bool(((vals >= min(lo, 0)) & (vals <= hi)).all()), caught
+        assert run("tpu") == run("cpu")
+
+
+@pytest.mark.parametrize("dtype,lo,hi", [
+    (torch.float32, -3e38, 3e38), (torch.float16, -1e5, 1.0), (torch.float32, 2.0, 1.0), (torch.int32, 0.0, 1.0),
+    (torch.float64, -1.0, 1.0),
+])
+def test_uniform_bounds(dtype, lo, hi):
+    same(lambda d: torch.empty(5, dtype=dtype, device=d).uniform_(lo, hi).abs().le(max(abs(lo), abs(hi))))
+
+
+@pytest.mark.parametrize("dtype,n", [(torch.uint8, 2 ** 8 + 1), (torch.float16, 2 ** 11 + 2), (torch.float16, 2 ** 11 + 1),
+                                     (torch.int64, -1)])
+def test_randperm_n_too_large_for_the_out_dtype(dtype, n):
+    same(lambda d: torch.randperm(n, out=torch.empty(0, dtype=dtype, device=d), device=d).sort().values)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.normal(torch.zeros(3, device=d), torch.tensor([1.0, -1.0, 1.0], device=d)),
+    lambda d: torch.normal(0.0, torch.tensor([1.0, -1.0], device=d)),
+    lambda d: torch.normal(torch.zeros(2, device=d), torch.ones(2, device=d)).abs().lt(100),
+    lambda d: torch.normal(0.0, torch.ones(2, dtype=torch.complex64, device=d)),
+], ids=["tensor_std", "float_mean", "valid", "complex_std"])
+def test_normal_std_tensor_checked_by_the_call(call):
+    same(call)  # raised by the call itself: CPU and CUDA read the smallest std on the host
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.float32])
+def test_normal_of_an_empty_tensor_of_any_dtype(dtype):
+    same(lambda d: torch.empty(2, 0, dtype=dtype, device=d).normal_())
+
+
+# ------------------------------------------------------------- cat: legacy 1-D empties
+@pytest.mark.parametrize("dim", [0, 1, 3, -1])
+def test_cat_of_legacy_empties_ignores_the_dim(dim):
+    same(lambda d: torch.cat([torch.zeros(0, device=d), torch.zeros(0, device=d)], dim=dim))
+    same(lambda d: torch.cat([torch.zeros(0, device=d), torch.ones(2, 3, 2, 2, device=d), torch.zeros(0, device=d)], dim=dim))

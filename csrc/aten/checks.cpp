@@ -4,7 +4,9 @@
 // CPU's warnings; and result types or layouts CPU gives differently (result_fix_for).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/IndexingUtils.h>
+#include <ATen/native/TensorFactories.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/util/Exception.h>
 
@@ -78,6 +80,15 @@ void warn_noncontiguous_search(bool searchsorted, c10::ArrayRef<c10::IValue> arg
                " tensor if possible. This message will only appear once per program.");
   }
 }
+
+// PyTorch's own argument checks of the random fills (bounds, precision warnings), run on an empty meta tensor
+// of self's dtype: the kernel they guard never runs.
+template <typename RNG>
+struct NoKernel {
+  template <typename... A>
+  void operator()(A&&...) const {}
+};
+at::Tensor empty_meta_like(const at::Tensor& self) { return at::empty({0}, self.options().device(at::kMeta)); }
 
 // CPU's fills convert their value to the tensor's element type with an overflow check (300 into int8,
 // 1j into float): "value cannot be converted to type int8_t without overflow".
@@ -174,8 +185,31 @@ ArgCheck arg_check_for(const std::string& name) {
     return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[2]); };
   if (name == "uniform_")
     return [](const std::string&, Args args) {
-      TORCH_CHECK(num(args, 1) <= num(args, 2), "uniform_ expects to return a [from, to) range, but found from=",
-                  num(args, 1), " > to=", num(args, 2));
+      at::Tensor probe = empty_meta_like(args[0].toTensor());
+      at::native::templates::uniform_impl_<NoKernel, at::CPUGeneratorImpl>(probe, num(args, 1), num(args, 2), std::nullopt);
+    };
+  if (name == "random_.from" || name == "random.from" || name == "random.from_out" || name == "random_.to" ||
+      name == "random.to" || name == "random.to_out")
+    return [](const std::string& name, Args args) {
+      bool to_only = name.find(".to") != std::string::npos;
+      int64_t from = to_only ? 0 : args[1].toInt();
+      std::optional<int64_t> to = to_only ? args[1].toOptional<int64_t>() : args[2].toOptional<int64_t>();
+      at::Tensor probe = empty_meta_like(args[0].toTensor());
+      at::native::templates::random_from_to_impl<NoKernel, at::CPUGeneratorImpl>(probe, from, to, std::nullopt);
+    };
+  if (name == "randperm.out" || name == "randperm.generator_out")
+    return [](const std::string&, Args args) {
+      int64_t n = args[0].toInt();
+      TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+      at::native::check_supported_max_int_with_precision(n, at::empty({0}, args.back().toTensor().options().device(at::kCPU)));
+    };
+  // CPU's check of a std tensor reads its minimum (a host sync, as on CUDA)
+  if (name == "normal.Tensor_Tensor" || name == "normal.Tensor_Tensor_out" || name == "normal.float_Tensor" ||
+      name == "normal.float_Tensor_out")
+    return [](const std::string&, Args args) {
+      const at::Tensor& std = args[1].toTensor();
+      TORCH_CHECK(!std.is_complex(), "normal expects standard deviation to be non-complex");
+      TORCH_CHECK(std.numel() == 0 || std.min().ge(0).item<bool>(), "normal expects all elements of std >= 0.0");
     };
   if (name == "cauchy_")
     return [](const std::string&, Args args) {
@@ -410,6 +444,23 @@ ResultFix result_fix_for(const std::string& name) {
       strides[0] = {};
     };
   return nullptr;
+}
+
+bool keeps_out_shape(const std::string& name) {
+  return name == "arange.start_out" || name == "range.out" || name == "linspace.out" || name == "logspace.out";
+}
+
+void fit_sequence_out(const std::string& name, at::Tensor& out, at::Tensor& result) {
+  int64_t n = result.numel();
+  if (out.numel() == n) {
+    result = result.view(out.sizes());
+    return;
+  }
+  if (name == "arange.start_out" && out.numel() > 0)
+    TORCH_WARN("The number of elements in the out tensor of shape ", out.sizes(), " is ", out.numel(),
+               " which does not match the computed number of elements ", n, ". Note that this may occur as a result "
+               "of rounding error. The out tensor will be resized to a tensor of shape (", n, ",).");
+  out.resize_({n});
 }
 
 bool grad_like_input(const std::string& name) {

@@ -50,6 +50,7 @@ struct OpEntry {
   Overlap overlap = Overlap::Checked;
   bool typed_params = false;  // a ScalarType or Layout parameter, or a conversion to a sparse layout
   bool grad_like_input = false;  // a backward without any meta kernel: the gradient is like argument 1
+  bool keeps_out_shape = false;
   ResultFix fix_results = nullptr;
 
   explicit OpEntry(const c10::OperatorHandle& h) : op(h.operator_name()) {
@@ -64,6 +65,7 @@ struct OpEntry {
     index_lists = reads_index_lists(name);
     typed_params = base.find("to_sparse_") != std::string::npos;
     grad_like_input = aten::grad_like_input(name);
+    keeps_out_shape = aten::keeps_out_shape(name);
     for (const c10::Argument& p : h.schema().arguments()) {
       c10::TypeKind k = kind_of(p.real_type());  // type() says int for ScalarType and Layout
       typed_params |= k == c10::TypeKind::ScalarTypeType || k == c10::TypeKind::LayoutType;
@@ -456,11 +458,12 @@ struct Mutated {
 
 // CPU's memory-overlap rules for written tensors (TensorIterator's): no element written twice, and no
 // written tensor partly overlapping an input (the same tensor is fine, except for the ops that gather).
-// threshold_ checks nothing (an expanded tensor takes the same value at each of its aliases).
+// threshold_, zero_ and fill_ with a Python scalar check nothing (an expanded tensor takes the same value at each
+// of its aliases).
 Overlap overlap_rule(const std::string& name) {
   static const std::set<std::string> gather = {"cat", "take", "masked_select", "kthvalue", "index_select", "gather"};
   std::string base = name.substr(0, name.find('.'));
-  if (base == "threshold" || base == "threshold_") return Overlap::Unchecked;
+  if (base == "threshold" || base == "threshold_" || name == "zero_" || name == "fill_.Scalar") return Overlap::Unchecked;
   return gather.count(base) ? Overlap::Gathers : Overlap::Checked;
 }
 
@@ -768,6 +771,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
                            call.known_where(), k < res.strides.size() ? res.strides[k] : hlo::Dims{}));
   if (!m.out.empty()) {  // out=: the functional results copied into the out tensors
     check_read_write_shapes(m, results);
+    if (entry.keeps_out_shape) fit_sequence_out(entry.name, m.out[0], results[0]);
     bool resized = false;
     for (size_t k = 0; k < m.out.size(); ++k) resized |= at::native::resize_output(m.out[k], results[k].sizes());
     if (resized) check_overlap(entry.overlap, m);  // as CPU, which checks the resized out tensors

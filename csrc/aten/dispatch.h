@@ -35,6 +35,11 @@ ArgCheck arg_check_for(const std::string& name);
 using ResultFix = void (*)(c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& meta,
                            std::vector<hlo::TensorType>& types, std::vector<hlo::Dims>& strides);
 ResultFix result_fix_for(const std::string& name);
+// Sequence factories (arange, range, linspace, logspace): an out= with the result's number of elements keeps
+// its shape (and gets the sequence in its logical order), as on CPU and CUDA; another is resized to 1-D
+// without resize_output's warning (arange gives its own). fit_sequence_out reshapes the result or resizes out.
+bool keeps_out_shape(const std::string& name);
+void fit_sequence_out(const std::string& name, at::Tensor& out, at::Tensor& result);
 // Backwards without any meta kernel whose gradient is shaped and typed like argument 1 (the input).
 bool grad_like_input(const std::string& name);
 

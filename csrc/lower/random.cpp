@@ -111,6 +111,7 @@ Values uniform(Ctx& c) {
 // sample has parts of variance 1/2; a real mean is added to both parts (CPU's normal_ of view_as_real).
 Value normal_of(Ctx& c, size_t mean, size_t std) {
   const TensorType& o = c.out[0];
+  if (o.numel() == 0) return zeros(c.b, o);  // of any dtype, as CPU (whose kernel takes floats only)
   DType t = compute_type(o.dtype);
   Value z = standard_normal(c, sample_shape(o), compute_type(real_part(o.dtype)));
   if (!is_complex(o.dtype)) return result(c, c.b.add(operand(c, mean), c.b.mul(operand(c, std), z)));

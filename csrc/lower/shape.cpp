@@ -36,12 +36,11 @@ Value write_into(Builder& b, Value self, Value src, const View& v) {
 
 Values cat(Ctx& c) {
   const TensorType& o = c.out[0];
-  int64_t dim = wrap_dim(c.i(1, 0), o.rank());
   Values xs;
   for (Value x : c.vs(0))  // empty tensors add nothing (and legacy 1-D empties have another rank)
     if (x.type.numel() > 0) xs.push_back(convert(c.b, x, o.dtype));
-  if (xs.empty()) return {zeros(c.b, o)};
-  return {xs.size() == 1 ? xs[0] : c.b.concatenate(xs, dim)};
+  if (xs.empty()) return {zeros(c.b, o)};  // only legacy empties: `dim` may be beyond their rank
+  return {xs.size() == 1 ? xs[0] : c.b.concatenate(xs, wrap_dim(c.i(1, 0), o.rank()))};
 }
 
 // cat onto a sequence kept with spare capacity (aten/append.cpp), flat: (base storage, pieces..., its
