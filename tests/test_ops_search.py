@@ -234,10 +234,14 @@ def test_histc_runs_on_device():
     x = torch.randint(0, 4, (50,), dtype=torch.int32).to("tpu")
     before = metrics.counters()
     torch.histc(x, bins=4, min=0, max=3)
-    torch.histc(x.float(), bins=4)
+    torch.histc(x.float(), bins=4, min=0, max=3)
     after = metrics.counters()
     for key in ("host_syncs", "host_ops:histc", "cpu_fallback:histc"):
         assert after.get(key, 0) == before.get(key, 0), key
+    # the data's own range (min == max) is read on the host to refuse a non-finite one, as CUDA does
+    torch.histc(x.float(), bins=4)
+    assert metrics.counters().get("host_syncs", 0) > after.get("host_syncs", 0)
+    assert metrics.counters().get("cpu_fallback:histc", 0) == after.get("cpu_fallback:histc", 0)
 
 
 def test_histc_errors():
