@@ -1375,3 +1375,18 @@ def test_normal_of_an_empty_tensor_of_any_dtype(dtype):
 def test_cat_of_legacy_empties_ignores_the_dim(dim):
     same(lambda d: torch.cat([torch.zeros(0, device=d), torch.zeros(0, device=d)], dim=dim))
     same(lambda d: torch.cat([torch.zeros(0, device=d), torch.ones(2, 3, 2, 2, device=d), torch.zeros(0, device=d)], dim=dim))
+
+
+# ------------------------------------------------------------- _foreach_norm of complex tensors
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+@pytest.mark.parametrize("p", [0, 1, 2, 3.5, INF])
+def test_foreach_norm_of_complex_tensors(dtype, p):
+    # real norms of |z| (C's cabs: an infinite part wins over a NaN one), as linalg.vector_norm
+    g = torch.Generator().manual_seed(0)
+    xs = [torch.randn(n, dtype=dtype, generator=g) for n in (10, 700, 3)]
+    xs[1][7] = complex(INF, NAN)
+    xs[2][0] = complex(1.0, NAN)
+    actual = [t.cpu() for t in torch._foreach_norm([x.to("tpu") for x in xs], p)]
+    for a, e in zip(actual, torch._foreach_norm(xs, p)):
+        assert a.dtype == e.dtype
+        assert torch.allclose(a, e, rtol=1e-5, equal_nan=True), (a, e)

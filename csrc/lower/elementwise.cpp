@@ -105,15 +105,6 @@ DType result_type(Ctx& c, std::initializer_list<size_t> args) {
 }
 
 // ---- unary
-// |re + i im| as C's cabs: inf if either part is infinite (even with a NaN), else NaN if either is NaN.
-// XLA CPU's complex abs loses a NaN part.
-Value complex_abs(Builder& b, Value z) {
-  Value re = b.unary(Op::Real, z), im = b.unary(Op::Imag, z);
-  Value inf = K(b, re, INFINITY), nan = K(b, re, NAN);
-  Value any_inf = b.or_(cmp(b, b.unary(Op::Abs, re), Cmp::EQ, inf), cmp(b, b.unary(Op::Abs, im), Cmp::EQ, inf));
-  Value any_nan = b.or_(is_nan(b, re), is_nan(b, im));
-  return b.select(any_inf, inf, b.select(any_nan, nan, b.unary(Op::Abs, z)));
-}
 Values abs_(Ctx& c) {  // |complex| is real: take it before converting; unsigned values are their own
   DType t = c.v(0).type.dtype;
   if (info(t).is_unsigned || t == DType::Pred) return {result(c, c.v(0))};
