@@ -1390,3 +1390,11 @@ def test_foreach_norm_of_complex_tensors(dtype, p):
     for a, e in zip(actual, torch._foreach_norm(xs, p)):
         assert a.dtype == e.dtype
         assert torch.allclose(a, e, rtol=1e-5, equal_nan=True), (a, e)
+
+
+# ------------------------------------------------------------- foreach ops with a Scalar[] of the wrong length
+@pytest.mark.parametrize("scalars", [[], [2.0, 3.0]], ids=["empty", "longer"])
+@pytest.mark.parametrize("op", [torch._foreach_add, torch._foreach_add_, torch._foreach_mul, torch._foreach_div_])
+def test_foreach_scalar_list_length_checked(op, scalars):
+    # an empty Scalar[] stays a Scalar[] (it used to reach CPU's check as a Tensor?[])
+    same(lambda d: op([torch.ones(2, device=d)], scalars))

@@ -195,6 +195,13 @@ struct Builder {
   }
 };
 
+// A list of (optional) tensors given as a generic list, not a Scalar[] (an empty one too) nor a list of numbers.
+bool is_tensor_list(const c10::IValue& v) {
+  if (!v.isList() || v.isIntList() || v.isDoubleList() || v.isBoolList()) return false;
+  if (v.toList().elementType()->kind() == c10::TypeKind::NumberType) return false;
+  return v.toListRef().empty() || !v.toListRef()[0].isScalar();
+}
+
 // Meta tensors shaped like the tpu tensors in `args`, for PyTorch's shape and dtype rules.
 c10::IValue to_meta(const c10::IValue& v) {
   if (v.isTensor()) {
@@ -207,8 +214,7 @@ c10::IValue to_meta(const c10::IValue& v) {
     for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_meta(t).toTensor());
     return out;
   }
-  if (v.isList() && !v.toListRef().empty() && v.toListRef()[0].isScalar()) return v;  // Scalar[]
-  if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {  // optional-tensor lists
+  if (is_tensor_list(v)) {  // optional-tensor lists
     c10::List<std::optional<at::Tensor>> out;
     for (const c10::IValue& e : v.toListRef())
       out.push_back(e.isNone() || !e.toTensor().defined() ? std::nullopt : std::optional<at::Tensor>(to_meta(e).toTensor()));
@@ -256,8 +262,7 @@ c10::IValue to_cpu(const c10::IValue& v) {
     for (const at::Tensor& t : v.toTensorVector()) out.push_back(to_cpu(t).toTensor());
     return out;
   }
-  if (v.isList() && !v.toListRef().empty() && v.toListRef()[0].isScalar()) return v;
-  if (v.isList() && !v.isIntList() && !v.isDoubleList() && !v.isBoolList()) {
+  if (is_tensor_list(v)) {
     c10::List<std::optional<at::Tensor>> out;
     for (const c10::IValue& e : v.toListRef())
       out.push_back(e.isNone() || !e.toTensor().defined() ? std::nullopt : std::optional<at::Tensor>(to_cpu(e).toTensor()));
