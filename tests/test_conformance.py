@@ -1398,3 +1398,25 @@ def test_foreach_norm_of_complex_tensors(dtype, p):
 def test_foreach_scalar_list_length_checked(op, scalars):
     # an empty Scalar[] stays a Scalar[] (it used to reach CPU's check as a Tensor?[])
     same(lambda d: op([torch.ones(2, device=d)], scalars))
+
+
+# ------------------------------------------------------------- Python scalars that must fit self's dtype
+@pytest.mark.parametrize("call", [
+    lambda d: torch._foreach_add_([torch.ones(2, device=d)], 1j),
+    lambda d: torch._foreach_mul_([torch.ones(2, device=d), torch.ones(2, device=d)], [2.0, 1j]),
+    lambda d: torch._foreach_add_([torch.ones(2, dtype=torch.int64, device=d)], 2.5),
+    lambda d: torch._foreach_div_([torch.ones(2, dtype=torch.int64, device=d)], 2),
+    lambda d: torch._foreach_mul_([torch.ones(2, device=d)], 2.5),
+    lambda d: torch._foreach_add([torch.ones(2, device=d)], 1j),
+    lambda d: torch._foreach_lerp([torch.ones(2, device=d)], [torch.zeros(2, device=d)], 1j),
+    lambda d: torch._foreach_addcdiv([torch.ones(2, device=d)], [torch.ones(2, device=d)], [torch.ones(2, device=d)], [1j]),
+    lambda d: torch._foreach_addcmul_([torch.ones(2, device=d)], [torch.ones(2, device=d)], [torch.ones(2, device=d)], 0.5),
+    lambda d: torch.addcdiv(torch.ones(2, device=d), torch.ones(2, device=d), torch.ones(2, device=d), value=1j),
+    lambda d: torch.ones(2, device=d).addcmul_(torch.ones(2, device=d), torch.ones(2, device=d), value=1j),
+    lambda d: torch.lerp(torch.ones(2, device=d), torch.zeros(2, device=d), 1j),
+    lambda d: torch.lerp(torch.ones(2, device=d), torch.zeros(2, device=d), 0.25),
+], ids=["foreach_add_complex", "foreach_mul_list", "foreach_add_int_float", "foreach_div_int", "foreach_mul_ok",
+        "foreach_add_outplace_ok", "foreach_lerp", "foreach_addcdiv_list", "foreach_addcmul_ok", "addcdiv",
+        "addcmul_", "lerp", "lerp_ok"])
+def test_python_scalars_checked_against_self(call):
+    same(call)  # CPU's errors (not a lowering error), or its values

@@ -81,6 +81,12 @@ void warn_noncontiguous_search(bool searchsorted, c10::ArrayRef<c10::IValue> arg
   }
 }
 
+// Element i of a Scalar[] argument (None past its end), or the Scalar argument itself.
+c10::IValue scalar_for(const c10::IValue& v, size_t i) {
+  if (!v.isList()) return v;
+  return i < v.toListRef().size() ? v.toListRef()[i] : c10::IValue();
+}
+
 // PyTorch's own argument checks of the random fills (bounds, precision warnings), run on an empty meta tensor
 // of self's dtype: the kernel they guard never runs.
 template <typename RNG>
@@ -173,6 +179,7 @@ ArgCheck arg_check_for(const std::string& name) {
       auto complex_at = [&](size_t i) {
         return args[i].isTensor() ? args[i].toTensor().is_complex() : args[i].toScalar().isComplex();
       };
+      if (n == 3) check_fits(self_arg.scalar_type(), args[3]);  // the value, converted to self's type
       if (self_arg.is_complex() || (self_arg.is_floating_point() && !complex_at(1) && (n < 3 || !complex_at(2)))) return;
       at::native::ResultTypeState state;
       for (size_t i = 0; i < n; ++i)
@@ -183,6 +190,32 @@ ArgCheck arg_check_for(const std::string& name) {
     };
   if (base == "masked_fill" || base == "masked_fill_")
     return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[2]); };
+  // a Python scalar that CPU's kernel converts to self's type (a weight, a value)
+  if (name == "lerp.Scalar" || name == "lerp_.Scalar" || name == "lerp.Scalar_out")
+    return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[2]); };
+  if (base == "addcmul" || base == "addcdiv")
+    return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[3]); };
+  bool scalar_overload = name.size() > base.size() && (name.substr(base.size()) == ".Scalar" ||
+                                                       name.substr(base.size()) == ".ScalarList");
+  if (scalar_overload && (base == "_foreach_lerp" || base == "_foreach_lerp_" || base == "_foreach_addcmul" ||
+                          base == "_foreach_addcmul_" || base == "_foreach_addcdiv" || base == "_foreach_addcdiv_"))
+    return [](const std::string& name, Args args) {
+      size_t k = base_of(name).rfind("_foreach_lerp", 0) == 0 ? 2 : 3;
+      std::vector<at::Tensor> self = args[0].toTensorVector();
+      for (size_t i = 0; i < self.size(); ++i) check_fits(self[i].scalar_type(), scalar_for(args[k], i));
+    };
+  // in place with Python scalars: each tensor must hold its result type, as CPU's per-tensor ops check
+  if (scalar_overload && (base == "_foreach_add_" || base == "_foreach_sub_" || base == "_foreach_mul_" ||
+                          base == "_foreach_div_" || base == "_foreach_pow_"))
+    return [](const std::string&, Args args) {
+      std::vector<at::Tensor> self = args[0].toTensorVector();
+      for (size_t i = 0; i < self.size(); ++i) {
+        c10::IValue v = scalar_for(args[1], i);
+        if (!v.isScalar()) continue;
+        at::ScalarType result = at::result_type(self[i], v.toScalar()), type = self[i].scalar_type();
+        TORCH_CHECK(at::canCast(result, type), "result type ", result, " can't be cast to the desired output type ", type);
+      }
+    };
   if (name == "uniform_")
     return [](const std::string&, Args args) {
       at::Tensor probe = empty_meta_like(args[0].toTensor());
