@@ -1415,8 +1415,9 @@ def test_foreach_scalar_list_length_checked(op, scalars):
     lambda d: torch.ones(2, device=d).addcmul_(torch.ones(2, device=d), torch.ones(2, device=d), value=1j),
     lambda d: torch.lerp(torch.ones(2, device=d), torch.zeros(2, device=d), 1j),
     lambda d: torch.lerp(torch.ones(2, device=d), torch.zeros(2, device=d), 0.25),
+    lambda d: torch._foreach_addcmul([torch.ones(3, device=d)], [torch.ones(2, device=d)], [torch.ones(3, device=d)], [1j]),
 ], ids=["foreach_add_complex", "foreach_mul_list", "foreach_add_int_float", "foreach_div_int", "foreach_mul_ok",
         "foreach_add_outplace_ok", "foreach_lerp", "foreach_addcdiv_list", "foreach_addcmul_ok", "addcdiv",
-        "addcmul_", "lerp", "lerp_ok"])
+        "addcmul_", "lerp", "lerp_ok", "foreach_shapes_before_value"])
 def test_python_scalars_checked_against_self(call):
     same(call)  # CPU's errors (not a lowering error), or its values

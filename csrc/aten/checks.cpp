@@ -202,7 +202,14 @@ ArgCheck arg_check_for(const std::string& name) {
     return [](const std::string& name, Args args) {
       size_t k = base_of(name).rfind("_foreach_lerp", 0) == 0 ? 2 : 3;
       std::vector<at::Tensor> self = args[0].toTensorVector();
-      for (size_t i = 0; i < self.size(); ++i) check_fits(self[i].scalar_type(), scalar_for(args[k], i));
+      for (size_t i = 0; i < self.size(); ++i) {  // tensor by tensor, as CPU: the shapes first, then the value
+        at::DimVector shape(self[i].sizes());
+        for (size_t j = 1; j < k; ++j) {
+          std::vector<at::Tensor> other = args[j].toTensorVector();
+          if (i < other.size()) shape = at::infer_size_dimvector(shape, other[i].sizes());
+        }
+        check_fits(self[i].scalar_type(), scalar_for(args[k], i));
+      }
     };
   // in place with Python scalars: each tensor must hold its result type, as CPU's per-tensor ops check
   if (scalar_overload && (base == "_foreach_add_" || base == "_foreach_sub_" || base == "_foreach_mul_" ||
