@@ -1421,3 +1421,119 @@ def test_foreach_scalar_list_length_checked(op, scalars):
         "addcmul_", "lerp", "lerp_ok", "foreach_shapes_before_value"])
 def test_python_scalars_checked_against_self(call):
     same(call)  # CPU's errors (not a lowering error), or its values
+
+
+# ------------------------------------------------------------- complex inputs that CPU's and CUDA's kernels refuse
+def _z(d, n=3):
+    return torch.tensor([1 + 2j, -0.5j, 3.0][:n], dtype=torch.complex128, device=d)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.clamp(_z(d), 0, 1),
+    lambda d: torch.clamp_max(torch.ones(3, device=d), 1j),
+    lambda d: torch.relu(_z(d)),
+    lambda d: F.hardtanh(_z(d)),
+    lambda d: torch.maximum(torch.ones(3, dtype=torch.float64, device=d), _z(d)),
+    lambda d: torch.max(_z(d), _z(d)),
+    lambda d: torch.fmin(_z(d), _z(d)),
+    lambda d: torch.ceil(_z(d)),
+    lambda d: torch.floor(_z(d)),
+    lambda d: torch.trunc(_z(d)),
+    lambda d: torch.sign(_z(d)),
+    lambda d: torch.signbit(_z(d)),
+    lambda d: torch.argmax(_z(d)),
+    lambda d: torch.max(_z(d), 0),
+    lambda d: torch._foreach_sign([_z(d)]),
+    lambda d: torch._foreach_trunc_([_z(d)]),
+    lambda d: torch._foreach_clamp_min([torch.ones(3, dtype=torch.float64, device=d)], 1j),
+    lambda d: torch._foreach_maximum([torch.ones(3, dtype=torch.float64, device=d)], [1j]),
+    lambda d: torch.atan2(torch.ones(3, dtype=torch.float64, device=d), torch.ones(3, dtype=torch.float64, device=d),
+                          out=torch.empty(3, dtype=torch.complex128, device=d)),  # a complex out= is no input
+], ids=["clamp", "clamp_max_scalar", "relu", "hardtanh", "maximum", "max_binary", "fmin", "ceil", "floor", "trunc",
+        "sign", "signbit", "argmax", "max_dim", "foreach_sign", "foreach_trunc_", "foreach_clamp_min_scalar",
+        "foreach_maximum_scalar_list", "atan2_complex_out"])
+def test_complex_inputs_refused_with_cpus_error(call):
+    same(call)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.erf(_z(d)),
+    lambda d: torch.special.i0e(_z(d)),
+    lambda d: torch.atan2(_z(d), _z(d)),
+    lambda d: torch.lt(_z(d), _z(d)),
+    lambda d: torch.xlogy(_z(d), _z(d)),
+    lambda d: torch.logit(_z(d)),
+    lambda d: F.mse_loss(_z(d), _z(d)),
+    lambda d: F.avg_pool1d(_z(d).reshape(1, 1, 3), 2),
+    lambda d: F.batch_norm(_z(d).reshape(3, 1), None, None, training=True),
+    lambda d: torch._foreach_erf([_z(d)]),
+    lambda d: torch._foreach_round([_z(d)]),
+    lambda d: torch.aminmax(_z(d)),
+], ids=["erf", "special_i0e", "atan2", "lt", "xlogy", "logit", "mse_loss", "avg_pool1d", "batch_norm", "foreach_erf",
+        "foreach_round", "aminmax"])
+def test_complex_inputs_refused_as_a_kernel_without_the_dtype(call):
+    # CPU names its kernel ("erf_vml_cpu"); tpu names the op, with the same error type
+    with pytest.raises(NotImplementedError) as cpu:
+        call("cpu")
+    with pytest.raises(NotImplementedError, match="not implemented for 'ComplexDouble'") as tpu:
+        call("tpu")
+    assert "not implemented for 'ComplexDouble'" in str(cpu.value)
+    assert "lowering" not in str(tpu.value)
+
+
+def test_foreach_maximum_of_complex_lists_refused_as_cuda():
+    # CUDA's per-tensor kernel of _foreach_maximum.List is clamp_min (CPU's is maximum: "maximum_cpu" ...)
+    with pytest.raises(NotImplementedError, match="clamp is not supported for complex types"):
+        torch._foreach_maximum([_z("tpu")], [_z("tpu")])
+
+
+# ------------------------------------------------------------- foreach checks CPU makes tensor by tensor
+@pytest.mark.parametrize("call", [
+    lambda d: torch._foreach_sub([torch.ones(2, dtype=torch.float64, device=d)], True),
+    lambda d: torch._foreach_sub([torch.ones(2, device=d)], [2.0]) and torch._foreach_sub([torch.ones(2, device=d)], [True]),
+    lambda d: torch._foreach_sub_([torch.ones(2, device=d)], True),
+    lambda d: torch._foreach_sub([torch.ones(2, device=d)], 2),
+    lambda d: torch.addcdiv(*[torch.ones(2, dtype=torch.bool, device=d)] * 3),
+    # per tensor: addcdiv's integer division refused before the shapes of a later tensor are checked
+    lambda d: torch._foreach_addcdiv([torch.ones(3, 3, dtype=torch.int16, device=d)] * 2,
+                                     [torch.ones(3 - i, 1, dtype=torch.int16, device=d) for i in range(2)],
+                                     [torch.ones(1, 3 - i, dtype=torch.int16, device=d) for i in range(2)], [1, 2]),
+    lambda d: torch._foreach_addcdiv([torch.ones(3, 3, dtype=torch.int16, device=d)] * 2,
+                                     [torch.ones(3 - i, 1, dtype=torch.int16, device=d) for i in range(2)],
+                                     [torch.ones(1, 3 - i, dtype=torch.int16, device=d) for i in range(2)],
+                                     torch.tensor([1.0, 2.0])),
+    lambda d: torch._foreach_addcmul([torch.ones(3, 3, device=d)] * 2,
+                                     [torch.ones(3 - i, 1, device=d) for i in range(2)],
+                                     [torch.ones(1, 3 - i, device=d) for i in range(2)], torch.tensor([1.0, 2.0])),
+], ids=["sub_bool_scalar", "sub_bool_scalar_list", "sub_inplace_bool", "sub_int_ok", "addcdiv_bool",
+        "foreach_addcdiv_int_first", "foreach_addcdiv_tensor_scalars", "foreach_addcmul_shapes"])
+def test_foreach_checks_per_tensor(call):
+    same(call)
+
+
+def test_foreach_scalar_tensor_checked_as_cuda():
+    xs = [torch.ones(2, 2, device="tpu")] * 2
+    with pytest.raises(RuntimeError, match="scalar tensor expected to be on tpu:0 but is on cpu"):
+        torch._foreach_add(xs, torch.tensor(1.0), alpha=1.0)
+    with pytest.raises(RuntimeError, match="scalar tensor expected to be 0 dim but it has 1 dimensions and 2 elements"):
+        torch._foreach_mul(xs, torch.tensor([1.0, 1.0], device="tpu"))
+    with pytest.raises(RuntimeError, match="scalar tensor expected to be 0 dim"):  # before the devices of the list
+        torch._foreach_mul([torch.ones(2, 2), xs[0]], torch.tensor([1.0, 1.0], device="tpu"))
+    got = torch._foreach_add(xs, torch.tensor(2.0, device="tpu"), alpha=2.0)
+    assert all(torch.equal(g.cpu(), torch.full((2, 2), 5.0)) for g in got)
+
+
+# ------------------------------------------------------------- complex gradients are conjugated
+@pytest.mark.parametrize("fn", [torch.sigmoid, torch.tanh, lambda x: torch._foreach_sigmoid([x])[0],
+                                lambda x: torch._foreach_tanh([x])[0]], ids=["sigmoid", "tanh", "foreach_sigmoid",
+                                                                              "foreach_tanh"])
+def test_complex_backward_of_activations(fn):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(6, dtype=torch.complex128, generator=g)
+    grad = torch.randn(6, dtype=torch.complex128, generator=g)
+    grads = []
+    for d in ("cpu", "tpu"):
+        leaf = x.clone().to(d).requires_grad_()
+        fn(leaf).backward(grad.to(d))
+        grads.append(leaf.grad.cpu())
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=1e-12)

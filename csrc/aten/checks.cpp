@@ -4,6 +4,7 @@
 // CPU's warnings; and result types or layouts CPU gives differently (result_fix_for).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/native/BinaryOps.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/IndexingUtils.h>
 #include <ATen/native/TensorFactories.h>
@@ -12,6 +13,7 @@
 
 #include <atomic>
 #include <limits>
+#include <unordered_map>
 
 #include "aten/dispatch.h"
 #include "aten/tensor.h"
@@ -107,6 +109,16 @@ void check_fits(at::ScalarType t, const c10::IValue& v) {
   }
 }
 
+// addcdiv's refusal of integer division (bool included, as CPU and CUDA; the meta kernel lets bool through)
+void check_addcdiv_types(const at::Tensor& tensor1, const at::Tensor& tensor2) {
+  TORCH_CHECK(!at::isIntegralType(tensor1.scalar_type(), true) || !at::isIntegralType(tensor2.scalar_type(), true),
+              "Integer division with addcdiv is no longer supported, and in a future  release addcdiv will perform "
+              "a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented as "
+              "(input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+              "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the latter "
+              "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+}
+
 // Normalization statistics: PyTorch's meta kernels say float32, CPU keeps the input's dtype unless its
 // parameters are float32 (mixed precision), and batch norm in eval mode saves none (size 0).
 void stat_types_like_cpu(c10::ArrayRef<c10::IValue> args, std::vector<hlo::TensorType>& types, bool layer, bool eval) {
@@ -125,7 +137,88 @@ void stat_types_like_cpu(c10::ArrayRef<c10::IValue> args, std::vector<hlo::Tenso
   }
 }
 
+// The op a complex rejection is looked up by: no in-place underscore or overload; a foreach op's per-tensor
+// op (with Python scalars, maximum and minimum clamp); the binary max and min.
+std::string complex_key(const std::string& name) {
+  std::string op = base_of(name), overload = name.size() > op.size() ? name.substr(op.size() + 1) : "";
+  if (!op.empty() && op.back() == '_') op.pop_back();
+  if (op.rfind("_foreach_", 0) == 0) {
+    op = op.substr(9);
+    if (op == "maximum" || op == "minimum") op = "clamp";  // CUDA's per-tensor kernels are clamp_min and clamp_max
+  }
+  if ((op == "max" || op == "min") && overload == "other") op += "imum";
+  if ((op == "max" || op == "min") && overload.rfind("dim", 0) == 0) op += ".dim";
+  return op;
+}
+
+// The complex dtype a tensor, scalar or list argument holds (a Python complex: ComplexDouble), or Undefined.
+at::ScalarType complex_in(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() && v.toTensor().is_complex() ? v.toTensor().scalar_type()
+                                                                                : at::ScalarType::Undefined;
+  if (v.isScalar()) return v.toScalar().isComplex() ? at::kComplexDouble : at::ScalarType::Undefined;
+  if (v.isList())
+    for (const c10::IValue& e : v.toListRef())
+      if (at::ScalarType t = complex_in(e); t != at::ScalarType::Undefined) return t;
+  return at::ScalarType::Undefined;
+}
+
 }  // namespace
+
+// Ops whose CPU and CUDA kernels reject complex inputs, where our lowering would compute something or fail
+// with an emitter error. An empty message: the kernel-without-dtype form CPU gives.
+const ComplexRejection* complex_rejection_for(const std::string& name) {
+  static const std::unordered_map<std::string, ComplexRejection> table = [] {
+    std::unordered_map<std::string, ComplexRejection> t;
+    for (const char* op : {"clamp", "clamp_min", "clamp_max", "hardtanh", "relu"})
+      t[op] = {"clamp is not supported for complex types", true};
+    t["maximum"] = {"maximum not implemented for complex tensors.", false};
+    t["minimum"] = {"minimum not implemented for complex tensors.", false};
+    t["fmax"] = {"fmax not implemented for complex tensors.", false};
+    t["fmin"] = {"fmin not implemented for complex tensors.", false};
+    t["ceil"] = {"ceil is not supported for complex inputs", true};
+    t["floor"] = {"floor is not supported for complex inputs", true};
+    t["trunc"] = {"trunc is not supported for complex inputs", true};
+    t["sign"] = {"Unlike NumPy, torch.sign is not intended to support complex numbers. Please use torch.sgn instead.",
+                 true};
+    t["signbit"] = {"signbit is not implemented for complex tensors.", true};
+    t["argmax"] = {"argmax(): does not support complex input", false};
+    t["argmin"] = {"argmin(): does not support complex input", false};
+    t["max.dim"] = {"max(): does not support complex input", false};
+    t["min.dim"] = {"min(): does not support complex input", false};
+    t["sort"] = {"sort does not support complex dtypes", false};
+    t["topk"] = {"topk does not support complex dtypes", false};
+    for (const char* op :
+         {"atan2", "hypot", "copysign", "nextafter", "logit", "xlogy", "i0", "erf", "erfc", "erfinv", "lgamma",
+          "digamma", "polygamma", "igamma", "igammac", "gcd", "lcm", "frac", "round", "lt", "le", "gt", "ge", "cummax",
+          "cummin", "median", "nanmedian", "kthvalue", "mode", "histc", "bernoulli", "glu", "mish", "elu", "gelu",
+          "hardshrink", "softshrink", "hardsigmoid", "hardswish", "leaky_relu", "_prelu_kernel", "rrelu_with_noise",
+          "softplus", "threshold", "mse_loss", "huber_loss", "smooth_l1_loss", "nll_loss", "nll_loss_forward",
+          "nll_loss2d", "nll_loss2d_forward", "multi_margin_loss", "multilabel_margin_loss_forward", "native_batch_norm",
+          "_native_batch_norm_legit", "_native_batch_norm_legit_functional", "_native_batch_norm_legit_no_training",
+          "index_reduce", "_batch_norm_with_update", "native_group_norm", "avg_pool2d", "avg_pool3d",
+          "_adaptive_avg_pool2d", "_adaptive_avg_pool3d", "adaptive_max_pool2d", "adaptive_max_pool3d",
+          "max_pool2d_with_indices", "max_pool3d_with_indices", "fractional_max_pool2d", "fractional_max_pool3d"})
+      t[op] = {"", true};
+    return t;
+  }();
+  static const ComplexRejection real_only{"", true};
+  std::string key = complex_key(name);
+  auto it = table.find(key);
+  if (it == table.end()) return key.rfind("special_", 0) == 0 ? &real_only : nullptr;  // special functions: real
+  // foreach ops call the per-tensor kernels, not the ops with their RuntimeError checks
+  bool foreach = name.rfind("_foreach_", 0) == 0;
+  return foreach && !it->second.not_implemented ? &real_only : &it->second;
+}
+
+void reject_complex(const ComplexRejection& r, const std::string& name, c10::ArrayRef<c10::IValue> inputs) {
+  for (const c10::IValue& v : inputs) {
+    at::ScalarType type = complex_in(v);
+    if (type == at::ScalarType::Undefined) continue;
+    TORCH_CHECK_NOT_IMPLEMENTED(*r.message, "\"", complex_key(name), "\" not implemented for '", type, "'");
+    if (r.not_implemented) TORCH_CHECK_NOT_IMPLEMENTED(false, r.message);
+    TORCH_CHECK(false, r.message);
+  }
+}
 
 ArgCheck arg_check_for(const std::string& name) {
   using Args = c10::ArrayRef<c10::IValue>;
@@ -179,6 +272,7 @@ ArgCheck arg_check_for(const std::string& name) {
       auto complex_at = [&](size_t i) {
         return args[i].isTensor() ? args[i].toTensor().is_complex() : args[i].toScalar().isComplex();
       };
+      if (base_of(name) == "addcdiv_") check_addcdiv_types(args[1].toTensor(), args[2].toTensor());
       if (n == 3) check_fits(self_arg.scalar_type(), args[3]);  // the value, converted to self's type
       if (self_arg.is_complex() || (self_arg.is_floating_point() && !complex_at(1) && (n < 3 || !complex_at(2)))) return;
       at::native::ResultTypeState state;
@@ -194,16 +288,25 @@ ArgCheck arg_check_for(const std::string& name) {
   if (name == "lerp.Scalar" || name == "lerp_.Scalar" || name == "lerp.Scalar_out")
     return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[2]); };
   if (base == "addcmul" || base == "addcdiv")
-    return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[3]); };
+    return [](const std::string& name, Args args) {
+      if (name.rfind("addcdiv", 0) == 0) check_addcdiv_types(args[1].toTensor(), args[2].toTensor());
+      check_fits(args[0].toTensor().scalar_type(), args[3]);
+    };
   bool scalar_overload = name.size() > base.size() && (name.substr(base.size()) == ".Scalar" ||
                                                        name.substr(base.size()) == ".ScalarList");
-  if (scalar_overload && (base == "_foreach_lerp" || base == "_foreach_lerp_" || base == "_foreach_addcmul" ||
-                          base == "_foreach_addcmul_" || base == "_foreach_addcdiv" || base == "_foreach_addcdiv_"))
+  bool tensor_overload = name.size() > base.size() && name.substr(base.size()) == ".Tensor";
+  if ((scalar_overload && (base == "_foreach_lerp" || base == "_foreach_lerp_")) ||
+      ((scalar_overload || tensor_overload) && (base == "_foreach_addcmul" || base == "_foreach_addcmul_" ||
+                                                base == "_foreach_addcdiv" || base == "_foreach_addcdiv_")))
     return [](const std::string& name, Args args) {
       size_t k = base_of(name).rfind("_foreach_lerp", 0) == 0 ? 2 : 3;
+      bool addcdiv = base_of(name).rfind("_foreach_addcdiv", 0) == 0;
       std::vector<at::Tensor> self = args[0].toTensorVector();
-      for (size_t i = 0; i < self.size(); ++i) {  // tensor by tensor, as CPU: the shapes first, then the value
+      // tensor by tensor, as CPU: addcdiv's dtypes, the shapes, then the value
+      for (size_t i = 0; i < self.size(); ++i) {
         at::DimVector shape(self[i].sizes());
+        if (addcdiv && i < args[1].toListRef().size() && i < args[2].toListRef().size())
+          check_addcdiv_types(args[1].toTensorVector()[i], args[2].toTensorVector()[i]);
         for (size_t j = 1; j < k; ++j) {
           std::vector<at::Tensor> other = args[j].toTensorVector();
           if (i < other.size()) shape = at::infer_size_dimvector(shape, other[i].sizes());
@@ -211,14 +314,33 @@ ArgCheck arg_check_for(const std::string& name) {
         check_fits(self[i].scalar_type(), scalar_for(args[k], i));
       }
     };
-  // in place with Python scalars: each tensor must hold its result type, as CPU's per-tensor ops check
+  // a scalar given as a tensor: CUDA's checks (CPU's kernel also takes one from another device)
+  if (name.size() > 7 && name.substr(name.size() - 7) == ".Tensor" && name.rfind("_foreach_", 0) == 0 &&
+      base.find("addc") == std::string::npos)
+    return [](const std::string&, Args args) {
+      const at::Tensor& scalar = args[1].toTensor();
+      TORCH_CHECK(scalar.dim() == 0 && scalar.numel() == 1, "scalar tensor expected to be 0 dim but it has ",
+                  scalar.dim(), " dimensions and ", scalar.numel(), " elements.");
+      std::vector<at::Tensor> self = args[0].toTensorVector();
+      TORCH_CHECK(self.empty() || self[0].device() == scalar.device(), "scalar tensor expected to be on ",
+                  self[0].device(), " but is on ", scalar.device());
+    };
+  // with Python scalars, CPU's per-tensor checks: sub's of bools, and in place, each tensor must hold its
+  // result type
+  if (scalar_overload && base == "_foreach_sub")
+    return [](const std::string&, Args args) {
+      std::vector<at::Tensor> self = args[0].toTensorVector();
+      for (size_t i = 0; i < self.size(); ++i)
+        if (c10::IValue v = scalar_for(args[1], i); v.isScalar()) at::native::sub_check(self[i], v.toScalar());
+    };
   if (scalar_overload && (base == "_foreach_add_" || base == "_foreach_sub_" || base == "_foreach_mul_" ||
                           base == "_foreach_div_" || base == "_foreach_pow_"))
-    return [](const std::string&, Args args) {
+    return [](const std::string& name, Args args) {
       std::vector<at::Tensor> self = args[0].toTensorVector();
       for (size_t i = 0; i < self.size(); ++i) {
         c10::IValue v = scalar_for(args[1], i);
         if (!v.isScalar()) continue;
+        if (base_of(name) == "_foreach_sub_") at::native::sub_check(self[i], v.toScalar());
         at::ScalarType result = at::result_type(self[i], v.toScalar()), type = self[i].scalar_type();
         TORCH_CHECK(at::canCast(result, type), "result type ", result, " can't be cast to the desired output type ", type);
       }
@@ -378,10 +500,12 @@ ArgCheck arg_check_for(const std::string& name) {
       at::ScalarType a = args[0].toTensor().scalar_type(), b = args[1].toTensor().scalar_type();
       TORCH_CHECK(a == b, "Expected object of scalar type ", a, " but got scalar type ", b, " for second argument");
     };
-  if (name == "aminmax" || name == "aminmax.out")
+  if (name == "aminmax" || name == "aminmax.out")  // CPU's 0-dim reduction along a dim has its own check
     return [](const std::string&, Args args) {
       at::ScalarType t = args[0].toTensor().scalar_type();
-      TORCH_CHECK(!at::isComplexType(t), "aminmax not implemented for ", t);
+      bool along_dim = args[0].toTensor().dim() == 0 && !args[1].isNone();
+      TORCH_CHECK(!at::isComplexType(t) || !along_dim, "aminmax not implemented for ", t);
+      TORCH_CHECK_NOT_IMPLEMENTED(!at::isComplexType(t), "\"aminmax\" not implemented for '", t, "'");
     };
   if (name == "as_strided_scatter" || name == "as_strided_scatter.out")  // CPU writes through as_strided of a clone
     return [](const std::string&, Args args) {

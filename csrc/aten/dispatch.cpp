@@ -46,6 +46,8 @@ struct OpEntry {
   std::string qualified;  // "aten::add.Tensor" (other namespaces: their own)
   const lower::Rule* rule = nullptr;
   ArgCheck check_args = nullptr;
+  const ComplexRejection* complex_rejection = nullptr;
+  size_t out_args = 0;  // trailing keyword-only arguments written to (out=)
   bool data_dependent = false, index_lists = false;
   Overlap overlap = Overlap::Checked;
   bool typed_params = false;  // a ScalarType or Layout parameter, or a conversion to a sparse layout
@@ -59,6 +61,7 @@ struct OpEntry {
     qualified = op.name + (op.overload_name.empty() ? "" : "." + op.overload_name);
     rule = lower::find_for_call(name);
     check_args = arg_check_for(name);
+    complex_rejection = complex_rejection_for(name);
     fix_results = result_fix_for(name);
     data_dependent = aten::data_dependent(name);
     overlap = overlap_rule(name);
@@ -69,6 +72,7 @@ struct OpEntry {
     for (const c10::Argument& p : h.schema().arguments()) {
       c10::TypeKind k = kind_of(p.real_type());  // type() says int for ScalarType and Layout
       typed_params |= k == c10::TypeKind::ScalarTypeType || k == c10::TypeKind::LayoutType;
+      out_args += p.kwarg_only() && p.alias_info() && p.alias_info()->isWrite();
     }
   }
 };
@@ -658,6 +662,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   if (entry.index_lists) prepare_indices(name, stack, n);
   auto args = torch::jit::last(*stack, n);
+  if (entry.complex_rejection) reject_complex(*entry.complex_rejection, name, args.slice(0, n - entry.out_args));
   if (entry.check_args) entry.check_args(name, args);
   if (launch_blocking()) check_bounds(name, args);
 

@@ -30,6 +30,14 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> args);
 // distribution parameters, dtypes, warnings): null for an op without any. Looked up once per operator.
 using ArgCheck = void (*)(const std::string& name, c10::ArrayRef<c10::IValue> args);
 ArgCheck arg_check_for(const std::string& name);
+// CPU's and CUDA's rejection of complex inputs, where our lowering takes them: null for most ops. Looked
+// up once per operator; reject_complex raises it if an input (not an out= argument) holds a complex value.
+struct ComplexRejection {
+  const char* message;   // empty: `"op" not implemented for 'ComplexFloat'`
+  bool not_implemented;  // NotImplementedError, as CPU (else RuntimeError)
+};
+const ComplexRejection* complex_rejection_for(const std::string& name);
+void reject_complex(const ComplexRejection& r, const std::string& name, c10::ArrayRef<c10::IValue> inputs);
 // Where CPU's results differ from the meta kernel's (normalization statistics, convolution layout, 1-D
 // margin losses): fixes the inferred types and strides; null for most ops. Looked up once per operator.
 using ResultFix = void (*)(c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& meta,

@@ -1,4 +1,5 @@
 // Builder ops and the module printer (see builder.h). Every op: shape rule, attributes, emit().
+#include <cmath>
 #include "hlo/builder.h"
 
 #include <atomic>
@@ -114,7 +115,30 @@ Value Builder::iota(const TensorType& t, int64_t dim) {
   return emit(Op::Iota, {}, {t}, {{"iota_dimension", print::i64(dim)}})[0];
 }
 
-Value Builder::unary(Op op, Value x) { return emit(op, {x}, {shape::unary(op, x.type)})[0]; }
+Value Builder::unary(Op op, Value x) {
+  if (op == Op::Abs && info(x.type.dtype).is_complex) return complex_abs(x);
+  return emit(op, {x}, {shape::unary(op, x.type)})[0];
+}
+// |z| as C's cabs (an infinite part wins over NaN), from IEEE operations only: XLA's own complex abs rounds
+// differently from one program to another (fused or not), so a norm disagreed with the abs in its gradient.
+// complex64 squares its parts in f64, exactly (as glibc's hypotf): no contraction into an FMA can change
+// the result, which is the correctly rounded one but for rare double roundings. complex128 scales by the
+// larger part (within 2 ulp).
+Value Builder::complex_abs(Value z) {
+  Value re = unary(Op::Abs, unary(Op::Real, z)), im = unary(Op::Abs, unary(Op::Imag, z));
+  Value inf = splat(re.type, INFINITY);
+  Value infinite = or_(compare(re, inf, Cmp::EQ), compare(im, inf, Cmp::EQ)), r;
+  if (re.type.dtype == DType::F32) {
+    Value a = convert(re, DType::F64), b = convert(im, DType::F64);
+    r = convert(unary(Op::Sqrt, add(mul(a, a), mul(b, b))), DType::F32);
+  } else {
+    Value big = binary(Op::Maximum, re, im), small = binary(Op::Minimum, re, im), one = splat(re.type, 1);
+    Value q = div(small, select(compare(big, splat(re.type, 0), Cmp::EQ), one, big));
+    r = mul(big, unary(Op::Sqrt, add(one, mul(q, q))));
+  }
+  Value nan = or_(compare(re, re, Cmp::NE), compare(im, im, Cmp::NE));  // XLA's maximum may drop a NaN
+  return select(infinite, inf, select(nan, splat(re.type, NAN), r));
+}
 Value Builder::binary(Op op, Value a, Value b) {
   TensorType t = shape::binary(op, a.type, b.type);
   // StableHLO's folder treats an empty constant as a splat of 0 and folds integer x / 0 on the host: SIGFPE

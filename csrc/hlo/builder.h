@@ -110,6 +110,7 @@ class Builder {
   friend class Module;
   struct State;
   Builder(State* st, const Builder* parent, bool isolated);
+  Value complex_abs(Value z);
 
   using Attrs = std::vector<std::pair<std::string, std::string>>;
   Values emit(Op op, const Values& operands, const std::vector<TensorType>& results, const Attrs& attrs = {},

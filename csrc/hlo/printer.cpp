@@ -68,7 +68,7 @@ std::string float_lit(DType t, double v) {
     std::snprintf(buf, sizeof buf, "0x%0*llX", 2 * byte_size(t), static_cast<unsigned long long>(bitsv));
     return buf;
   }
-  throw Error(cat("stablehlo.constant: ", v, " is not representable in ", info(t).mlir));
+  throw DTypeError(cat("stablehlo.constant: ", v, " is not representable in ", info(t).mlir));
 }
 
 std::string scalar_lit(DType t, double re, double im) {
@@ -82,7 +82,7 @@ std::string scalar_lit(DType t, double re, double im) {
   double lo = i.is_unsigned ? 0 : -std::ldexp(1.0, 8 * i.bytes - 1);
   double end = std::ldexp(1.0, 8 * i.bytes - (i.is_unsigned ? 0 : 1));  // first value past the range
   if (!(re == std::floor(re)) || re < lo || re >= end)
-    throw Error(cat("stablehlo.constant: ", re, " is not representable in ", i.mlir));
+    throw DTypeError(cat("stablehlo.constant: ", re, " is not representable in ", i.mlir));
   return i.is_unsigned ? std::to_string(static_cast<unsigned long long>(re)) : std::to_string(static_cast<long long>(re));
 }
 

@@ -181,7 +181,7 @@ TensorType compare(const TensorType& a, const TensorType& b, Cmp dir, CmpType ty
   check_type(op, b);
   same(op, a, b);
   uint8_t c = cls(a.dtype);
-  if (c == C && dir != Cmp::EQ && dir != Cmp::NE) fail(op, "complex operands compare only EQ or NE");
+  if (c == C && dir != Cmp::EQ && dir != Cmp::NE) fail_dtype(op, a.dtype, "real operands, or complex for EQ or NE");
   if (type == CmpType::Auto) type = compare_type(a.dtype);
   bool ok = type == CmpType::Signed     ? c == S
             : type == CmpType::Unsigned ? (c == U || c == B)
@@ -213,7 +213,7 @@ TensorType clamp(const TensorType& lo, const TensorType& x, const TensorType& hi
 TensorType convert(const TensorType& x, DType to) {
   check_type(Op::Convert, x);
   if (cls(x.dtype) == C && cls(to) != C)
-    fail(Op::Convert, cat("complex to ", info(to).mlir, " is undefined; take real or imag first"));
+    fail_dtype(Op::Convert, x.dtype, cat("real operands for a real result type ", info(to).mlir));
   return {to, x.dims};
 }
 
@@ -221,7 +221,7 @@ TensorType bitcast_convert(const TensorType& x, DType to) {
   const Op op = Op::BitcastConvert;
   check_type(op, x);
   for (DType t : {x.dtype, to})
-    if (cls(t) & (B | C)) fail(op, cat("element type ", info(t).mlir, " not supported"));
+    if (cls(t) & (B | C)) fail_dtype(op, t, "no bool or complex");
   int bi = bits(x.dtype), bo = bits(to);
   Dims d = x.dims;
   if (bo < bi) d.push_back(bi / bo);

@@ -106,12 +106,13 @@ Values silu_backward(Ctx& c) {  // grad s (1 + x (1 - s))
   Value g = operand(c, 0), x = operand(c, 1), s = sigmoid_of(b, x);
   return {result(c, b.mul(b.mul(g, s), b.add(K(b, x, 1), b.mul(x, b.sub(K(b, s, 1), s)))))};
 }
+// complex: the gradient is conjugated, grad conj(f'(x)), and f' is a function of y
 Values sigmoid_backward(Ctx& c) {  // grad (1 - y) y
-  Value g = operand(c, 0), y = operand(c, 1);
+  Value g = operand(c, 0), y = conj_of(c.b, operand(c, 1));
   return {result(c, c.b.mul(c.b.mul(g, c.b.sub(K(c.b, y, 1), y)), y))};
 }
 Values tanh_backward(Ctx& c) {  // grad (1 - y^2)
-  Value g = operand(c, 0), y = operand(c, 1);
+  Value g = operand(c, 0), y = conj_of(c.b, operand(c, 1));
   return {result(c, c.b.mul(g, c.b.sub(K(c.b, y, 1), c.b.mul(y, y))))};
 }
 Values gelu_backward(Ctx& c) {

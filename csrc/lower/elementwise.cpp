@@ -108,7 +108,7 @@ DType result_type(Ctx& c, std::initializer_list<size_t> args) {
 Values abs_(Ctx& c) {  // |complex| is real: take it before converting; unsigned values are their own
   DType t = c.v(0).type.dtype;
   if (info(t).is_unsigned || t == DType::Pred) return {result(c, c.v(0))};
-  return is_complex(t) ? Values{result(c, complex_abs(c.b, c.v(0)))} : unary(c, Op::Abs);
+  return is_complex(t) ? Values{result(c, c.b.unary(Op::Abs, c.v(0)))} : unary(c, Op::Abs);
 }
 Values neg(Ctx& c) { return unary(c, Op::Neg); }
 // e^z with C's non-finite cases, which XLA's complex exp makes NaN: e^(x + 0i) is e^x + 0i, e^(inf + i y)
@@ -133,7 +133,7 @@ Value log_of(Builder& b, Value z) {
   if (!is_complex(z.type.dtype)) return l;
   Value re = b.unary(Op::Real, z), im = b.unary(Op::Imag, z);
   Value odd = b.unary(Op::Not, b.and_(b.unary(Op::IsFinite, re), b.unary(Op::IsFinite, im)));
-  Value fixed = b.binary(Op::Complex, b.unary(Op::Log, complex_abs(b, z)), b.binary(Op::Atan2, im, re));
+  Value fixed = b.binary(Op::Complex, b.unary(Op::Log, b.unary(Op::Abs, z)), b.binary(Op::Atan2, im, re));
   return b.select(odd, fixed, l);
 }
 Values log_(Ctx& c) { return {result(c, log_of(c.b, operand(c, 0)))}; }

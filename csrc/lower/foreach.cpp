@@ -33,7 +33,7 @@ Values each(Ctx& c, const char* base) {
 // sum(|x|^p) (root = false) or the vector p-norm of all of x, in the compute type of `out`.
 Value pnorm(Builder& b, Value x, double p, DType out, bool root) {
   DType t = compute_type(out);
-  Value a = is_complex(x.type.dtype) ? convert(b, complex_abs(b, x), t) : b.unary(Op::Abs, convert(b, x, t));
+  Value a = is_complex(x.type.dtype) ? convert(b, b.unary(Op::Abs, x), t) : b.unary(Op::Abs, convert(b, x, t));
   Dims all;
   for (int64_t d = 0; d < a.type.rank(); ++d) all.push_back(d);
   Value r;

@@ -43,14 +43,6 @@ Value scalar_like(Builder& b, double v, const TensorType& t) { return b.splat(t,
 Value zeros(Builder& b, const TensorType& t) { return b.splat(t, 0); }
 Value is_nan(Builder& b, Value x) { return b.compare(x, x, hlo::Cmp::NE); }
 
-Value complex_abs(Builder& b, Value z) {
-  Value re = b.unary(hlo::Op::Real, z), im = b.unary(hlo::Op::Imag, z);
-  Value inf = K(b, re, INFINITY), nan = K(b, re, NAN);
-  auto infinite = [&](Value part) { return cmp(b, b.unary(hlo::Op::Abs, part), hlo::Cmp::EQ, inf); };
-  Value any_nan = b.or_(is_nan(b, re), is_nan(b, im));
-  return b.select(b.or_(infinite(re), infinite(im)), inf, b.select(any_nan, nan, b.unary(hlo::Op::Abs, z)));
-}
-
 Values loop(Builder& b, int64_t from, int64_t to, int64_t step, Values state, const LoopFn& f, DType counter) {
   if (step > 0 ? from >= to : from <= to) return state;
   TensorType k{counter, {}};

@@ -18,9 +18,6 @@ Value broadcast_to(Builder& b, Value x, const Dims& shape);  // right-aligned, l
 Value scalar_like(Builder& b, double v, const TensorType& t);  // a constant of t's dtype and shape
 Value zeros(Builder& b, const TensorType& t);
 Value is_nan(Builder& b, Value x);  // x != x
-// |re + i im| as C's cabs: inf if either part is infinite (even with a NaN), else NaN if either is NaN
-// (XLA CPU's complex abs loses a NaN part).
-Value complex_abs(Builder& b, Value z);
 
 // for (k = from; k != to; k += step) state = f(k, state): a while loop, k a scalar of `counter`.
 using LoopFn = std::function<Values(Builder&, Value, const Values&)>;

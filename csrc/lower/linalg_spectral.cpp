@@ -25,7 +25,7 @@ Value bcast(Builder& b, Value x, const Dims& d, const Dims& bd) { return b.broad
 Value flat3(Ctx& c, Value x) {
   const Dims& d = x.type.dims;
   DType t = x.type.dtype;
-  if (!is_complex(t) && !is_float(t)) c.fail("linalg: only floating inputs are lowered");
+  if (!is_complex(t) && !is_float(t)) c.fail_dtype("linalg: only floating inputs are lowered");
   int64_t n = static_cast<int64_t>(d.size()), B = 1;
   for (int64_t i = 0; i + 2 < n; ++i) B *= d[i];
   DType w = is_complex(t) ? (t == DType::C128 ? t : DType::C64) : t == DType::F64 ? t : DType::F32;

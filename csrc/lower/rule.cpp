@@ -92,5 +92,6 @@ const std::string& Ctx::s(size_t i) const {
 }
 
 void Ctx::fail(const std::string& why) const { throw hlo::Error("lowering: " + why); }
+void Ctx::fail_dtype(const std::string& why) const { throw hlo::DTypeError("lowering: " + why); }
 
 }  // namespace tpu::lower

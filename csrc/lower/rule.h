@@ -70,6 +70,7 @@ struct Ctx {
   Value rng_seed() const { return inputs[inputs.size() - 2]; }
   Value rng_counter() const { return inputs[inputs.size() - 1]; }
   [[noreturn]] void fail(const std::string& why) const;
+  [[noreturn]] void fail_dtype(const std::string& why) const;  // an element type this op does not take
 };
 
 using RuleFn = Values (*)(Ctx&);

@@ -92,13 +92,13 @@ Value gcd_of(Builder& b, Value x, Value y) {
 }
 Values gcd(Ctx& c) {
   const TensorType& o = c.out[0];
-  if (!is_integral(o.dtype) || o.dtype == DType::Pred) c.fail("gcd is defined for integers only");  // as CPU
+  if (!is_integral(o.dtype) || o.dtype == DType::Pred) c.fail_dtype("gcd is defined for integers only");  // as CPU
   if (o.numel() == 0) return {zeros(c.b, o)};
   return {gcd_of(c.b, operand(c, 0), operand(c, 1))};
 }
 Values lcm(Ctx& c) {
   const TensorType& o = c.out[0];
-  if (!is_integral(o.dtype) || o.dtype == DType::Pred) c.fail("lcm is defined for integers only");  // as CPU
+  if (!is_integral(o.dtype) || o.dtype == DType::Pred) c.fail_dtype("lcm is defined for integers only");  // as CPU
   if (o.numel() == 0) return {zeros(c.b, o)};
   // C++ promotes 8- and 16-bit integers to int: |x / g * y| is taken there, then wraps to the result type
   DType t = byte_size(o.dtype) < 4 ? DType::S32 : o.dtype;
@@ -340,7 +340,7 @@ Values histc(Ctx& c) {
   const TensorType& o = c.out[0];
   DType t = c.v(0).type.dtype;
   if (t == DType::Pred || is_complex(t))  // as CUDA (CPU takes floats only)
-    c.fail("\"histc\" not implemented for '" + std::string(info(t).name) + "'");
+    c.fail_dtype("\"histc\" not implemented for '" + std::string(info(t).name) + "'");
   int64_t bins = o.dims.empty() ? 1 : o.dims[0], n = c.v(0).type.numel();
   if (n == 0 || bins == 0) return {zeros(b, o)};
   Value x = b.reshape(c.v(0), {n});

@@ -395,7 +395,7 @@ Value igamma_upper(Builder& b, Value a, Value x) { return igamma_of(b, a, x, tru
 // CPU has no igamma / igammac kernel for integer inputs (the meta kernel would promote them)
 template <bool Upper>
 Values igamma(Ctx& c) {
-  if (!is_float(c.v(0).type.dtype) && !is_float(c.v(1).type.dtype)) c.fail(Upper ? "\"igammac_cpu\" not implemented for this dtype" : "\"igamma_cpu\" not implemented for this dtype");
+  if (!is_float(c.v(0).type.dtype) && !is_float(c.v(1).type.dtype)) c.fail_dtype(Upper ? "\"igammac_cpu\" not implemented for this dtype" : "\"igamma_cpu\" not implemented for this dtype");
   return f64_binary<Upper ? igamma_upper : igamma_lower>(c);
 }
 

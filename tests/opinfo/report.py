@@ -11,7 +11,8 @@ import subprocess
 from .run import DEFAULT_RESULTS, ROOT
 
 FORWARD_DTYPES = ["float32", "bfloat16", "float16", "int64", "int32", "bool", "float64", "complex64"]
-BACKWARD_DTYPES = ["float32", "bfloat16"]
+BACKWARD_DTYPES = ["float32", "bfloat16", "complex64"]
+CORE_DTYPES = ["float32", "bfloat16"]  # the dtypes the core ATen table verifies each op in
 COLUMNS = [("forward", d) for d in FORWARD_DTYPES] + [("backward", d) for d in BACKWARD_DTYPES] + \
     [("inplace", None), ("out", None), ("error", "-")]
 # Core ops without a derivative: their results are integer or bool (comparisons, bitwise, arg*, masks),
@@ -311,7 +312,7 @@ def render(results, meta, modes=None, mode_metas=None):
     ints_ok = fwd_ok["int64"] | fwd_ok["int32"] | fwd_ok["bool"]
     verified = {}  # (op, variant, dtype) -> ok / FAIL / untested / n/a / - (CPU lacks the dtype)
     for o in core:
-        for d in BACKWARD_DTYPES:
+        for d in CORE_DTYPES:
             for v, ok in (("forward", fwd_ok[d]), ("backward", bwd_ok[d])):
                 if v == "backward" and o in no_bw:
                     verified[o, v, d] = "n/a"
@@ -326,8 +327,8 @@ def render(results, meta, modes=None, mode_metas=None):
                 else:
                     verified[o, v, d] = "FAIL" if o in seen_fail else "untested"
     runs = {o for o in core if kinds[o] != "missing"}
-    fwd_all = {o for o in runs if all(verified[o, "forward", d] in ("ok", "n/a", "-") for d in BACKWARD_DTYPES)}
-    bwd_all = {o for o in runs if all(verified[o, "backward", d] in ("ok", "n/a", "-") for d in BACKWARD_DTYPES)}
+    fwd_all = {o for o in runs if all(verified[o, "forward", d] in ("ok", "n/a", "-") for d in CORE_DTYPES)}
+    bwd_all = {o for o in runs if all(verified[o, "backward", d] in ("ok", "n/a", "-") for d in CORE_DTYPES)}
     w("## Core ATen ops")
     w("")
     w(f"The core ATen opset: the {len(core)} `torch.ops.aten` overloads tagged `torch.Tag.core` in torch "
@@ -352,7 +353,7 @@ def render(results, meta, modes=None, mode_metas=None):
     w("| core op | kind | forward float32 | forward bfloat16 | backward float32 | backward bfloat16 | OpInfos that dispatch it (first 3) |")
     w("|---|---|---|---|---|---|---|")
     for o in sorted(core):
-        cells = " | ".join(verified[o, v, d] for v in ("forward", "backward") for d in BACKWARD_DTYPES)
+        cells = " | ".join(verified[o, v, d] for v in ("forward", "backward") for d in CORE_DTYPES)
         w(f"| `{o}` | {kinds[o]} | {cells} | {md(', '.join(sorted(seen.get(o, ()))[:3]))} |")
     w("")
 
