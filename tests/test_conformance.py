@@ -1537,3 +1537,22 @@ def test_complex_backward_of_activations(fn):
         fn(leaf).backward(grad.to(d))
         grads.append(leaf.grad.cpu())
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_inf_norm_gradient_reaches_the_largest_element(dtype):
+    # the gradient's mask compares abs(x) with the forward's norm: both programs must round |z| alike
+    g = torch.Generator().manual_seed(0)
+    for shape, dim in [((5, 10, 5), 2), ((4, 5), 1), ((3, 5), 1), ((64, 33), 1), ((300, 7), 0)]:
+        x = torch.randn(shape, dtype=dtype, generator=g) * 5
+        grads = []
+        for d in ("cpu", "tpu"):
+            leaf = x.clone().to(d).requires_grad_()
+            torch.linalg.vector_norm(leaf, INF, dim=dim).sum().backward()
+            grads.append(leaf.grad.cpu())
+        torch.testing.assert_close(grads[1], grads[0], rtol=1e-6, atol=1e-6)
+
+
+def test_complex64_abs_is_correctly_rounded():
+    x = torch.randn(10000, dtype=torch.complex64, generator=torch.Generator().manual_seed(0)) * 5
+    assert torch.equal(x.to("tpu").abs().cpu(), x.abs())  # CPU's hypotf rounds once, from double

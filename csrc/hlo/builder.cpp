@@ -123,7 +123,7 @@ Value Builder::unary(Op op, Value x) {
 // differently from one program to another (fused or not), so a norm disagreed with the abs in its gradient.
 // complex64 squares its parts in f64, exactly (as glibc's hypotf): no contraction into an FMA can change
 // the result, which is the correctly rounded one but for rare double roundings. complex128 scales by the
-// larger part (within 2 ulp).
+// larger part (within 1 ulp of CPU's hypot).
 Value Builder::complex_abs(Value z) {
   Value re = unary(Op::Abs, unary(Op::Real, z)), im = unary(Op::Abs, unary(Op::Imag, z));
   Value inf = splat(re.type, INFINITY);
@@ -132,9 +132,15 @@ Value Builder::complex_abs(Value z) {
     Value a = convert(re, DType::F64), b = convert(im, DType::F64);
     r = convert(unary(Op::Sqrt, add(mul(a, a), mul(b, b))), DType::F32);
   } else {
+    // big sqrt(1 + q^2), q = small / big. q^2 from q's top 26 bits (their square is exact) plus a small
+    // correction: an FMA contraction can change only the correction's last bit. (XLA reassociates
+    // quotients, so q^2 cannot be a quotient either.)
     Value big = binary(Op::Maximum, re, im), small = binary(Op::Minimum, re, im), one = splat(re.type, 1);
     Value q = div(small, select(compare(big, splat(re.type, 0), Cmp::EQ), one, big));
-    r = mul(big, unary(Op::Sqrt, add(one, mul(q, q))));
+    TensorType bits{DType::S64, q.type.dims};
+    Value hi = bitcast_convert(and_(bitcast_convert(q, DType::S64), splat(bits, -134217728.0)), DType::F64);
+    Value q2 = add(mul(hi, hi), mul(sub(q, hi), add(q, hi)));
+    r = mul(big, unary(Op::Sqrt, add(one, q2)));
   }
   Value nan = or_(compare(re, re, Cmp::NE), compare(im, im, Cmp::NE));  // XLA's maximum may drop a NaN
   return select(infinite, inf, select(nan, splat(re.type, NAN), r));
