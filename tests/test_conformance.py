@@ -1505,8 +1505,15 @@ def test_foreach_maximum_of_complex_lists_refused_as_cuda():
     lambda d: torch._foreach_addcmul([torch.ones(3, 3, device=d)] * 2,
                                      [torch.ones(3 - i, 1, device=d) for i in range(2)],
                                      [torch.ones(1, 3 - i, device=d) for i in range(2)], torch.tensor([1.0, 2.0])),
+    lambda d: torch._foreach_sub([torch.ones(2, dtype=torch.bool, device=d)], [torch.ones(2, dtype=torch.bool, device=d)]),
+    lambda d: torch._foreach_sub_([torch.ones(2, device=d)], [torch.ones(2, dtype=torch.bool, device=d)]),
+    # the shapes of a pair are checked before its dtypes, and the lists' lengths before either
+    lambda d: torch._foreach_clamp_min([torch.zeros(2, 3, dtype=torch.complex64, device=d)],
+                                       [torch.ones(3, 3, dtype=torch.complex64, device=d)]),
+    lambda d: torch._foreach_clamp_max([torch.zeros(2, dtype=torch.complex64, device=d)], []),
 ], ids=["sub_bool_scalar", "sub_bool_scalar_list", "sub_inplace_bool", "sub_int_ok", "addcdiv_bool",
-        "foreach_addcdiv_int_first", "foreach_addcdiv_tensor_scalars", "foreach_addcmul_shapes"])
+        "foreach_addcdiv_int_first", "foreach_addcdiv_tensor_scalars", "foreach_addcmul_shapes", "sub_bool_lists",
+        "sub_inplace_bool_list", "clamp_min_shapes_first", "clamp_max_lengths_first"])
 def test_foreach_checks_per_tensor(call):
     same(call)
 
@@ -1521,6 +1528,9 @@ def test_foreach_scalar_tensor_checked_as_cuda():
         torch._foreach_mul([torch.ones(2, 2), xs[0]], torch.tensor([1.0, 1.0], device="tpu"))
     got = torch._foreach_add(xs, torch.tensor(2.0, device="tpu"), alpha=2.0)
     assert all(torch.equal(g.cpu(), torch.full((2, 2), 5.0)) for g in got)
+    for op in (torch._foreach_mul, torch._foreach_div):  # these also take a CPU scalar tensor, as on CUDA
+        got = op(xs, torch.tensor(4.0))
+        assert all(torch.equal(g.cpu(), op([torch.ones(2, 2)], torch.tensor(4.0))[0]) for g in got)
 
 
 # ------------------------------------------------------------- complex gradients are conjugated

@@ -210,13 +210,35 @@ const ComplexRejection* complex_rejection_for(const std::string& name) {
   return foreach && !it->second.not_implemented ? &real_only : &it->second;
 }
 
+namespace {
+[[noreturn]] void raise_complex(const ComplexRejection& r, const std::string& name, at::ScalarType type) {
+  TORCH_CHECK_NOT_IMPLEMENTED(*r.message, "\"", complex_key(name), "\" not implemented for '", type, "'");
+  if (r.not_implemented) TORCH_CHECK_NOT_IMPLEMENTED(false, r.message);
+  TORCH_CHECK(false, r.message);
+}
+}  // namespace
+
 void reject_complex(const ComplexRejection& r, const std::string& name, c10::ArrayRef<c10::IValue> inputs) {
-  for (const c10::IValue& v : inputs) {
-    at::ScalarType type = complex_in(v);
-    if (type == at::ScalarType::Undefined) continue;
-    TORCH_CHECK_NOT_IMPLEMENTED(*r.message, "\"", complex_key(name), "\" not implemented for '", type, "'");
-    if (r.not_implemented) TORCH_CHECK_NOT_IMPLEMENTED(false, r.message);
-    TORCH_CHECK(false, r.message);
+  if (!inputs[0].isList()) {
+    for (const c10::IValue& v : inputs)
+      if (at::ScalarType t = complex_in(v); t != at::ScalarType::Undefined) raise_complex(r, name, t);
+    return;
+  }
+  // a foreach op: lists of unequal lengths are the meta kernel's errors; then tensor by tensor, as CPU and
+  // CUDA's per-tensor ops, the shapes before the dtypes
+  size_t n = inputs[0].toListRef().size();
+  for (const c10::IValue& v : inputs)
+    if (v.isList() && v.toListRef().size() != n) return;
+  for (size_t i = 0; i < n; ++i) {
+    std::optional<at::DimVector> shape;
+    for (const c10::IValue& v : inputs) {
+      if (!v.isList() || !v.toListRef()[i].isTensor()) continue;
+      at::IntArrayRef sizes = v.toListRef()[i].toTensor().sizes();
+      shape = shape ? at::infer_size_dimvector(*shape, sizes) : at::DimVector(sizes);
+    }
+    for (const c10::IValue& v : inputs)
+      if (at::ScalarType t = complex_in(v.isList() ? v.toListRef()[i] : v); t != at::ScalarType::Undefined)
+        raise_complex(r, name, t);
   }
 }
 
@@ -317,13 +339,13 @@ ArgCheck arg_check_for(const std::string& name) {
   // a scalar given as a tensor: CUDA's checks (CPU's kernel also takes one from another device)
   if (name.size() > 7 && name.substr(name.size() - 7) == ".Tensor" && name.rfind("_foreach_", 0) == 0 &&
       base.find("addc") == std::string::npos)
-    return [](const std::string&, Args args) {
+    return [](const std::string& name, Args args) {
       const at::Tensor& scalar = args[1].toTensor();
       TORCH_CHECK(scalar.dim() == 0 && scalar.numel() == 1, "scalar tensor expected to be 0 dim but it has ",
                   scalar.dim(), " dimensions and ", scalar.numel(), " elements.");
-      std::vector<at::Tensor> self = args[0].toTensorVector();
-      TORCH_CHECK(self.empty() || self[0].device() == scalar.device(), "scalar tensor expected to be on ",
-                  self[0].device(), " but is on ", scalar.device());
+      std::vector<at::Tensor> self = args[0].toTensorVector();  // mul and div also take one from the CPU
+      TORCH_CHECK(self.empty() || self[0].device() == scalar.device() || base_of(name).rfind("_foreach_add", 0) != 0,
+                  "scalar tensor expected to be on ", self[0].device(), " but is on ", scalar.device());
     };
   // with Python scalars, CPU's per-tensor checks: sub's of bools, and in place, each tensor must hold its
   // result type
@@ -332,6 +354,11 @@ ArgCheck arg_check_for(const std::string& name) {
       std::vector<at::Tensor> self = args[0].toTensorVector();
       for (size_t i = 0; i < self.size(); ++i)
         if (c10::IValue v = scalar_for(args[1], i); v.isScalar()) at::native::sub_check(self[i], v.toScalar());
+    };
+  if (name == "_foreach_sub.List" || name == "_foreach_sub_.List")
+    return [](const std::string&, Args args) {
+      std::vector<at::Tensor> self = args[0].toTensorVector(), other = args[1].toTensorVector();
+      for (size_t i = 0; i < std::min(self.size(), other.size()); ++i) at::native::sub_check(self[i], other[i]);
     };
   if (scalar_overload && (base == "_foreach_add_" || base == "_foreach_sub_" || base == "_foreach_mul_" ||
                           base == "_foreach_div_" || base == "_foreach_pow_"))
