@@ -1,9 +1,9 @@
 // Builder ops and the module printer (see builder.h). Every op: shape rule, attributes, emit().
-#include <cmath>
 #include "hlo/builder.h"
 
 #include <atomic>
 #include <cctype>
+#include <cmath>
 
 #include "hlo/printer.h"
 #include "hlo/shape.h"
