@@ -1566,3 +1566,18 @@ def test_inf_norm_gradient_reaches_the_largest_element(dtype):
 def test_complex64_abs_is_correctly_rounded():
     x = torch.randn(10000, dtype=torch.complex64, generator=torch.Generator().manual_seed(0)) * 5
     assert torch.equal(x.to("tpu").abs().cpu(), x.abs())  # CPU's hypotf rounds once, from double
+
+
+@pytest.mark.parametrize("fn,error", [(torch.relu, "clamp is not supported for complex types"),
+                                      (torch.ceil, "ceil is not supported for complex inputs")], ids=["relu", "ceil"])
+def test_complex_refusals_through_torch_compile(fn, error):
+    with pytest.raises(NotImplementedError, match=error):
+        torch.compile(fn, backend="tpu")(_z("tpu"))
+
+
+def test_complex_sigmoid_gradient_through_torch_compile():
+    x = torch.randn(4, 5, dtype=torch.complex64, generator=torch.Generator().manual_seed(0))
+    leaf = x.to("tpu").requires_grad_()
+    got = torch.autograd.grad(torch.compile(lambda t: torch.sigmoid(t).real.sum(), backend="tpu")(leaf), leaf)[0]
+    cpu = x.clone().requires_grad_()
+    torch.testing.assert_close(got.cpu(), torch.autograd.grad(torch.sigmoid(cpu).real.sum(), cpu)[0])

@@ -242,6 +242,18 @@ void reject_complex(const ComplexRejection& r, const std::string& name, c10::Arr
   }
 }
 
+namespace {
+// A foreach op's scalar given as a tensor: CUDA's checks (CPU's kernel also takes one from another device).
+void check_scalar_tensor(c10::ArrayRef<c10::IValue> args, bool same_device) {
+  const at::Tensor& scalar = args[1].toTensor();
+  TORCH_CHECK(scalar.dim() == 0 && scalar.numel() == 1, "scalar tensor expected to be 0 dim but it has ",
+              scalar.dim(), " dimensions and ", scalar.numel(), " elements.");
+  std::vector<at::Tensor> self = args[0].toTensorVector();
+  TORCH_CHECK(!same_device || self.empty() || self[0].device() == scalar.device(), "scalar tensor expected to be on ",
+              self[0].device(), " but is on ", scalar.device());
+}
+}  // namespace
+
 ArgCheck arg_check_for(const std::string& name) {
   using Args = c10::ArrayRef<c10::IValue>;
   const std::string base = base_of(name);
@@ -336,17 +348,13 @@ ArgCheck arg_check_for(const std::string& name) {
         check_fits(self[i].scalar_type(), scalar_for(args[k], i));
       }
     };
-  // a scalar given as a tensor: CUDA's checks (CPU's kernel also takes one from another device)
+  // a scalar given as a tensor
   if (name.size() > 7 && name.substr(name.size() - 7) == ".Tensor" && name.rfind("_foreach_", 0) == 0 &&
-      base.find("addc") == std::string::npos)
-    return [](const std::string& name, Args args) {
-      const at::Tensor& scalar = args[1].toTensor();
-      TORCH_CHECK(scalar.dim() == 0 && scalar.numel() == 1, "scalar tensor expected to be 0 dim but it has ",
-                  scalar.dim(), " dimensions and ", scalar.numel(), " elements.");
-      std::vector<at::Tensor> self = args[0].toTensorVector();  // mul and div also take one from the CPU
-      TORCH_CHECK(self.empty() || self[0].device() == scalar.device() || base_of(name).rfind("_foreach_add", 0) != 0,
-                  "scalar tensor expected to be on ", self[0].device(), " but is on ", scalar.device());
-    };
+      base.find("addc") == std::string::npos) {
+    if (base.rfind("_foreach_add", 0) != 0)  // mul and div also take one from the CPU
+      return [](const std::string&, Args args) { check_scalar_tensor(args, false); };
+    return [](const std::string&, Args args) { check_scalar_tensor(args, true); };
+  }
   // with Python scalars, CPU's per-tensor checks: sub's of bools, and in place, each tensor must hold its
   // result type
   if (scalar_overload && base == "_foreach_sub")
