@@ -1581,3 +1581,151 @@ def test_complex_sigmoid_gradient_through_torch_compile():
     got = torch.autograd.grad(torch.compile(lambda t: torch.sigmoid(t).real.sum(), backend="tpu")(leaf), leaf)[0]
     cpu = x.clone().requires_grad_()
     torch.testing.assert_close(got.cpu(), torch.autograd.grad(torch.sigmoid(cpu).real.sum(), cpu)[0])
+
+
+# ------------------------------------------------------------- float64 special functions to float64 accuracy
+# CPU's float64 kernels (Cephes) are within a few ulp of the exact values; these were computed to float32 accuracy
+# (erf to 6e-9, erfc/erfcx/erfinv/log_ndtr to 1e-7, K0/K1 to 3e-8, I0/I1 to 2e-11). mpmath is the reference.
+def _mp(name):
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 80  # ndtri's reference, erfinv(2p - 1), needs 2p - 1 to more digits than float64 has
+    return {
+        "erf": (torch.erf, mpmath.erf, np.linspace(-6, 6, 241)),
+        "erfc": (torch.erfc, mpmath.erfc, np.linspace(-6, 26.5, 261)),
+        "erfcx": (torch.special.erfcx, lambda v: mpmath.exp(v * v) * mpmath.erfc(v), np.linspace(-5, 60, 261)),
+        "erfinv": (torch.erfinv, mpmath.erfinv, np.concatenate([np.linspace(-0.999, 0.999, 201),
+                                                                [1e-300, 1e-10, 0.5, 1 - 1e-12, 1 - 2**-53]])),
+        "ndtri": (torch.special.ndtri, lambda v: mpmath.sqrt(2) * mpmath.erfinv(2 * v - 1),
+                  np.concatenate([np.linspace(0.001, 0.999, 201), [1e-30, 1e-20, 0.5 - 1e-12, 1 - 1e-15]])),
+        "log_ndtr": (torch.special.log_ndtr, lambda v: mpmath.log(mpmath.ncdf(v)), np.linspace(-40, 5, 181)),
+        "k0": (torch.special.modified_bessel_k0, lambda v: mpmath.besselk(0, v), np.linspace(0.01, 60, 241)),
+        "k1e": (torch.special.scaled_modified_bessel_k1, lambda v: mpmath.besselk(1, v) * mpmath.exp(v),
+                np.linspace(0.01, 60, 241)),
+        "i0": (torch.special.i0, lambda v: mpmath.besseli(0, v), np.linspace(-60, 60, 241)),
+        "i1e": (torch.special.i1e, lambda v: mpmath.besseli(1, v) * mpmath.exp(-abs(v)), np.linspace(-60, 60, 241)),
+    }[name]
+
+
+@pytest.mark.parametrize("name", ["erf", "erfc", "erfcx", "erfinv", "ndtri", "log_ndtr", "k0", "k1e", "i0", "i1e"])
+def test_float64_special_functions_match_mpmath(name):
+    fn, ref, xs = _mp(name)
+    x = torch.tensor(xs, dtype=torch.float64)
+    mpf = pytest.importorskip("mpmath").mpf
+    want = torch.tensor([float(ref(mpf(v))) for v in xs.tolist()], dtype=torch.float64)
+    assert_close(fn(x.to("tpu")), want, rtol=2e-14, atol=0)
+    # the float32 kernels keep their float32 accuracy
+    x32 = x.float()
+    want32 = torch.tensor([float(ref(mpf(v))) for v in x32.double().tolist()], dtype=torch.float64)
+    assert_close(fn(x32.to("tpu")).double(), want32, rtol=2e-6, atol=1e-30)
+
+
+def test_float64_gelu_gradient_through_torch_compile():
+    x = torch.linspace(-8, 8, 101, dtype=torch.float64, requires_grad=True)
+    xt = x.detach().to("tpu").requires_grad_()
+    f = torch.compile(lambda v: F.gelu(v).sum(), backend="tpu")
+    f(xt).backward()
+    F.gelu(x).sum().backward()
+    assert_close(xt.grad, x.grad, rtol=1e-14, atol=1e-16)
+
+
+# ------------------------------------------------------------- found by test_scatter_gather, test_segment_reductions,
+# nn/test_pooling, nn/test_embedding and nn/test_convolution
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("call", [
+    lambda d, dt: torch.zeros(3, dtype=dt, device=d).scatter_reduce(
+        0, torch.tensor([0, 0, 2], device=d), torch.tensor([float("nan"), 1, 2], dtype=dt, device=d), "amax"),
+    lambda d, dt: torch.zeros(3, dtype=dt, device=d).scatter_reduce(
+        0, torch.tensor([0, 2, 2], device=d), torch.tensor([-1, 5, float("nan")], dtype=dt, device=d), "amin"),
+    lambda d, dt: torch.ones(3, 2, dtype=dt, device=d).index_reduce(
+        0, torch.tensor([1, 1], device=d), torch.tensor([[float("nan"), 3], [0, 4]], dtype=dt, device=d), "amax"),
+    lambda d, dt: torch.tensor([1, float("nan"), 3], dtype=dt, device=d).scatter_reduce(
+        0, torch.tensor([1, 1], device=d), torch.tensor([7, 2], dtype=dt, device=d), "amin"),
+], ids=["scatter_amax", "scatter_amin", "index_amax", "nan_in_self"])
+def test_scatter_reduce_extremes_propagate_nan(call, dtype):
+    same(lambda d: call(d, dtype))
+
+
+def _data(d):
+    return torch.arange(1., 7., device=d)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch._segment_reduce(_data(d), "amax", lengths=torch.tensor([2, 3, 0, 1], device=d), axis=0, unsafe=True),
+    lambda d: torch._segment_reduce(_data(d), "amin", lengths=torch.tensor([2, 3, 0, 1], device=d), axis=0, unsafe=True),
+    lambda d: torch._segment_reduce(_data(d), "sum", lengths=torch.tensor([0, 2, 3, 0], device=d), axis=0),
+    lambda d: torch._segment_reduce(_data(d), "sum", lengths=torch.tensor([-1, 2, 3, 2], device=d), axis=0),
+    lambda d: torch._segment_reduce(_data(d), "max", lengths=torch.tensor([1, 2, 3], device=d), axis=0),
+    lambda d: torch._segment_reduce(_data(d).reshape(2, 3), "sum", lengths=torch.tensor([[1, 2], [3, 1]], device=d),
+                                    axis=1),
+], ids=["amax", "amin", "lengths_short", "lengths_negative", "lengths_right", "lengths_rows_2d"])
+def test_segment_reduce_names_and_length_checks(call):
+    same(call)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: F.fractional_max_pool3d(torch.randn(2, 4, 5, 4, 4, device=d), 2, output_size=2,
+                                      _random_samples=torch.rand(1, 4, 3, device=d)),
+    lambda d: F.fractional_max_pool3d(torch.randn(2, 4, 5, 4, 4, device=d), 2, output_size=2,
+                                      _random_samples=torch.rand(2, 3, 3, device=d)),
+    lambda d: F.fractional_max_pool3d(torch.randn(2, 4, 5, 4, 4, device=d), 2, output_size=2,
+                                      _random_samples=torch.rand(2, 4, 2, device=d)),
+    lambda d: F.fractional_max_pool3d(torch.arange(320.).reshape(4, 5, 4, 4).to(d).cos(), 2, output_size=2,
+                                      _random_samples=torch.full((1, 4, 3), 0.5, device=d)),
+    lambda d: F.adaptive_avg_pool2d(torch.arange(16, device=d).view(1, 4, 4).int(), 2),
+    lambda d: F.adaptive_avg_pool1d(torch.arange(16, device=d).view(1, 4, 4).to(torch.uint8), 2),
+    lambda d: F.adaptive_max_pool2d(torch.arange(16, device=d).view(1, 4, 4).long(), 2),
+    lambda d: F.adaptive_avg_pool2d(torch.zeros(1, 4, 4, dtype=torch.bool, device=d), 2),
+    lambda d: torch.embedding_bag(torch.zeros(2, 6, device=d), torch.ones(2, 1, 1, 6, 6, dtype=torch.long, device=d),
+                                  torch.zeros(2, dtype=torch.long, device=d)),
+    lambda d: torch.embedding_bag(torch.zeros(2, 6, device=d), torch.ones(4, dtype=torch.long, device=d),
+                                  torch.zeros(2, 2, dtype=torch.long, device=d)),
+    lambda d: torch.embedding_bag(torch.zeros(2, 6, 2, device=d), torch.ones(4, dtype=torch.long, device=d),
+                                  torch.zeros(2, dtype=torch.long, device=d)),
+], ids=["frac3d_batch", "frac3d_channels", "frac3d_three", "frac3d_unbatched", "adaptive_avg_int", "adaptive_avg1d_u8",
+        "adaptive_max_long", "adaptive_avg_bool", "bag_5d_input", "bag_2d_offsets", "bag_3d_weight"])
+def test_pooling_and_bag_input_checks(call):
+    same(call)
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: F.conv2d(torch.randn(2, 4, 5, 5, device=d), torch.randn(9, 2, 2, 2, device=d), groups=2),
+    lambda d: F.conv2d(torch.randn(2, 4, 5, 5, device=d), torch.randn(8, 4, 2, 2, device=d), torch.randn(7, device=d)),
+    lambda d: F.conv2d(torch.randn(2, 4, 5, 5, device=d), torch.randn(0, 4, 2, 2, device=d)),
+    lambda d: F.conv_transpose2d(torch.randn(2, 4, 5, 5, device=d), torch.randn(3, 4, 2, 2, device=d)),
+    lambda d: F.conv_transpose2d(torch.randn(2, 4, 5, 5, device=d), torch.randn(4, 4, 2, 2, device=d),
+                                 torch.randn(3, device=d)),
+    lambda d: F.conv1d(torch.randn(2, 0, 15, device=d), torch.randn(8, 0, 2, device=d), stride=2),
+    lambda d: F.conv2d(torch.randn(2, 0, 5, 5, device=d), torch.randn(9, 0, 2, 2, device=d), torch.randn(9, device=d)),
+    lambda d: F.conv2d(torch.randn(0, 6, 5, 5, device=d), torch.randn(9, 2, 2, 2, device=d), groups=3),
+], ids=["weight_not_divisible_by_groups", "bias_size", "no_output_channels", "transposed_channels",
+        "transposed_bias_size", "no_input_channels", "no_input_channels_bias", "empty_batch_groups"])
+def test_convolution_shape_checks_and_empty_channels(call):
+    same(call)
+
+
+@pytest.mark.parametrize("shapes", [((2, 0, 15), (8, 0, 2)), ((0, 4, 15), (8, 4, 2))], ids=["channels", "batch"])
+def test_convolution_backward_of_empty_inputs(shapes):
+    def grads(d):
+        x = torch.randn(*shapes[0], device=d, requires_grad=True)
+        w = torch.randn(*shapes[1], device=d, requires_grad=True)
+        b = torch.randn(shapes[1][0], device=d, requires_grad=True)
+        (F.conv1d(x, w, b, stride=2) * 2).sum().backward()
+        return x.grad, w.grad, b.grad
+    same(grads)
+    x, w, b = torch.compile(grads, backend="tpu")("tpu")
+    assert_close((x, w, b), grads("cpu"))
+
+
+@pytest.mark.parametrize("mode,padding_idx,weights,sparse", [
+    ("sum", None, False, False), ("mean", 1, False, False), ("sum", 1, True, False), ("max", None, False, False),
+    ("sum", None, False, True), ("mean", 1, False, True), ("sum", 1, True, True)])  # (PyTorch has no sparse max)
+def test_embedding_bag_gradient_dense_and_sparse(mode, padding_idx, weights, sparse):
+    def grad(d):
+        torch.manual_seed(0)
+        bag = torch.nn.EmbeddingBag(5, 3, mode=mode, sparse=sparse, padding_idx=padding_idx).to(d)
+        idx, off = torch.tensor([3, 1, 1, 4, 4, 0], device=d), torch.tensor([0, 2, 2], device=d)
+        psw = torch.arange(1., 7., device=d) if weights else None
+        (bag(idx, off, per_sample_weights=psw) * torch.arange(9., device=d).reshape(3, 3)).sum().backward()
+        assert bag.weight.grad.is_sparse == sparse
+        return bag.weight.grad.to_dense()
+    same(grad)

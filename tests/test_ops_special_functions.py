@@ -103,7 +103,7 @@ def test_float64_matches_mpmath():
     for fn, ref in refs.items():
         arg = -x if fn is S.airy_ai else x
         want = torch.tensor([float(ref(v)) for v in x.tolist()], dtype=torch.float64)
-        assert_close(fn(arg.to("tpu")), want, rtol=1e-7, atol=1e-12, msg=fn.__name__)
+        assert_close(fn(arg.to("tpu")), want, rtol=1e-9, atol=1e-15, msg=fn.__name__)  # J, Y: 5e-10 near x = 17
 
 
 @pytest.mark.xfail(strict=True, reason="CPU's float64 bessel_j0 is off by 1.9e-7 at x = 5.4215 (mpmath agrees with tpu "

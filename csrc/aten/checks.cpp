@@ -380,6 +380,43 @@ ArgCheck arg_check_for(const std::string& name) {
         TORCH_CHECK(at::canCast(result, type), "result type ", result, " can't be cast to the desired output type ", type);
       }
     };
+  // CPU's and CUDA's kernels take floating inputs only (our lowering would give a truncated mean)
+  if (base == "_adaptive_avg_pool2d" || base == "_adaptive_avg_pool3d" || base == "adaptive_max_pool2d" ||
+      base == "adaptive_max_pool3d")
+    return [](const std::string& name, Args args) {
+      at::ScalarType t = args[0].toTensor().scalar_type();
+      TORCH_CHECK_NOT_IMPLEMENTED(!at::isIntegralType(t, /*includeBool=*/true), "\"",
+                                  base_of(name).substr(base_of(name)[0] == '_'), "\" not implemented for '", t, "'");
+    };
+  if (base == "fractional_max_pool3d")  // CPU's and CUDA's kernels check these; the meta kernel does not
+    return [](const std::string&, Args args) {
+      const at::Tensor &x = args[0].toTensor(), &samples = args[3].toTensor();
+      TORCH_CHECK(samples.dim() == 3, "fractional_max_pool3d(): _random_samples must be 3-D");
+      TORCH_CHECK(samples.size(0) >= (x.dim() == 5 ? x.size(0) : 1),
+                  "Expect _random_samples.size(0) no less then input batch size.");
+      TORCH_CHECK(samples.size(1) == x.size(x.dim() - 4), "Expect _random_samples.size(1) equals to input channel size.");
+      TORCH_CHECK(samples.size(2) == 3, "Expect _random_samples.size(2) equals to 3; got ", samples.size(2), ".");
+    };
+  if (base == "_embedding_bag" || base == "_embedding_bag_forward_only")
+    return [](const std::string&, Args args) {
+      const at::Tensor &weight = args[0].toTensor(), &indices = args[1].toTensor(), &offsets = args[2].toTensor();
+      TORCH_CHECK(indices.dim() == 1 || indices.dim() == 2, "input has to be a 1D or 2D Tensor, but got Tensor of "
+                  "dimension ", indices.dim());
+      TORCH_CHECK(indices.dim() == 2 || offsets.dim() == 1, "offsets has to be a 1D Tensor, but got Tensor of "
+                  "dimension ", offsets.dim());
+      TORCH_CHECK(weight.dim() == 2, "weight has to be a 2D Tensor, but got Tensor of dimension ", weight.dim());
+    };
+  // unsafe=False: CPU and CUDA read the lengths on the host (a sync), as normal's std check
+  if (base == "segment_reduce")
+    return [](const std::string&, Args args) {
+      if (args[6].toBool() || !args[2].isTensor() || !args[2].toTensor().defined()) return;
+      const at::Tensor &data = args[0].toTensor(), &lengths = args[2].toTensor();
+      TORCH_CHECK(lengths.numel() == 0 || lengths.min().item<int64_t>() >= 0, "lengths contains negative value!");
+      int64_t axis = at::maybe_wrap_dim(args[5].toInt(), data.dim());
+      TORCH_CHECK(lengths.numel() == 0 || lengths.sum(-1).eq(data.size(axis)).all().item<bool>(),
+                  "segment_reduce(): Expected all rows of lengths along axis to sum to data.size(lengths.dim()-1) "
+                  "when !unsafe.");
+    };
   if (name == "uniform_")
     return [](const std::string&, Args args) {
       at::Tensor probe = empty_meta_like(args[0].toTensor());
@@ -569,6 +606,25 @@ ArgCheck arg_check_for(const std::string& name) {
       TORCH_CHECK(!any(3, [](int64_t v) { return v <= 0; }), "non-positive stride is not supported");
       TORCH_CHECK(!any(5, [](int64_t v) { return v <= 0; }), "dilation should be greater than zero, but got ",
                   at::IntArrayRef(args[5].toDimVector()));
+      // CPU's and CUDA's shape checks that the meta kernel lacks
+      const at::Tensor &x = args[0].toTensor(), &w = args[1].toTensor();
+      const at::Tensor bias = args[2].isTensor() ? args[2].toTensor() : at::Tensor();
+      int64_t groups = args[8].toInt();
+      bool transposed = args[6].toBool();
+      if (x.dim() < 2 || w.dim() != x.dim()) return;
+      TORCH_CHECK(w.size(0) >= groups, "Given groups=", groups, ", expected weight to be at least ", groups,
+                  " at dimension 0, but got weight of size ", w.sizes(), " instead");
+      TORCH_CHECK(w.size(0) % groups == 0, "Given groups=", groups, ", expected weight to be divisible by ", groups,
+                  " at dimension 0, but got weight of size [", w.sizes(), "] instead");
+      int64_t in_channels = transposed ? w.size(0) : w.size(1) * groups;
+      int64_t out_channels = transposed ? w.size(1) * groups : w.size(0);
+      if (transposed)
+        TORCH_CHECK(x.size(1) == in_channels, "Given transposed=1, weight of size ", w.sizes(), ", expected input",
+                    x.sizes(), " to have ", in_channels, " channels, but got ", x.size(1), " channels instead");
+      TORCH_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == out_channels), "Given ",
+                  transposed ? "transposed=1, weight" : "weight", " of size ", w.sizes(),
+                  ", expected bias to be 1-dimensional with ", out_channels, " elements, but got bias of size ",
+                  bias.sizes(), " instead");
     };
   if (name == "index_select" || name == "index_select.out")
     return [](const std::string&, Args args) {

@@ -7,12 +7,15 @@
 //    statistics coming from _native_batch_norm_legit_functional and copied back here (their out=
 //    forms too, and _batch_norm_with_update);
 //  - ctc_loss with tensor lengths, which shape the computation: read on the host;
-//  - rrelu_with_noise writes its noise argument but returns a new tensor.
+//  - rrelu_with_noise writes its noise argument but returns a new tensor;
+//  - _embedding_bag_backward runs PyTorch's device-generic kernel, which picks the sparse gradient (a
+//    composite) or the dense one (lowered).
 // (Convolution, layer and group norm have CompositeExplicitAutograd kernels, but as lowered ops
 // they get `dispatch` as their PrivateUse1 kernel in register.cpp.) native_batch_norm and
 // _native_batch_norm_legit must have no lowering rule of their own, or register.cpp would claim them.
 #include <ATen/ATen.h>
 #include <ATen/SDPBackend.h>
+#include <ATen/ops/_embedding_bag_backward_native.h>
 #include <torch/library.h>
 
 #include "aten/dispatch.h"
@@ -126,6 +129,7 @@ at::Tensor rrelu_with_noise(const at::Tensor& self, at::Tensor& noise, const at:
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_batch_norm_with_update", batch_norm_with_update);
   m.impl("rrelu_with_noise", rrelu_with_noise);
+  m.impl("_embedding_bag_backward", TORCH_FN(at::native::_embedding_bag_backward_symint));
   m.impl("_ctc_loss.Tensor", ctc_loss_tensor);
   m.impl("_ctc_loss_backward.Tensor", ctc_loss_backward_tensor);
   m.impl("_fused_sdp_choice", fused_sdp_choice);

@@ -134,6 +134,7 @@ Values convolution(Ctx& c) {
       c.fail(std::string("Input type (") + std::string(info(c.v(0).type.dtype).name) + ") and " +
              (i == 1 ? "weight" : "bias") + " type (" + std::string(info(c.v(i).type.dtype).name) +
              ") should be the same");
+  if (c.out[0].numel() == 0) return {zeros(c.b, c.out[0])};  // e.g. no input channels: PyTorch gives no output ones
   Value x = convert(c.b, c.v(0), t), w = convert(c.b, c.v(1), t);
   Geometry g = geometry(c, 3, x.type.rank() - 2, 8);
   Value y = c.flag(6) ? conv_t(c, x, w, g, spatial(c.out[0].dims)) : conv(c, x, w, g);
@@ -152,14 +153,22 @@ Values convolution_backward(Ctx& c) {
   Geometry g = geometry(c, 4, x.type.rank() - 2, 9);
   bool transposed = c.flag(7);
   const std::vector<int64_t>& mask = c.ints(10);
+  // an empty input, weight or gradient (no channels, no batch): every product is empty, the gradients zero
+  bool empty = dy.type.numel() == 0 || x.type.numel() == 0 || w.type.numel() == 0;
   Values out;
   if (mask[0])
-    out.push_back(transposed ? conv(c, dy, w, g, spatial(x.type.dims)) : conv_t(c, dy, w, g, spatial(x.type.dims)));
+    out.push_back(empty        ? zeros(c.b, {t, x.type.dims})
+                  : transposed ? conv(c, dy, w, g, spatial(x.type.dims))
+                               : conv_t(c, dy, w, g, spatial(x.type.dims)));
   if (mask[1]) {
     Dims k = spatial(w.type.dims);
-    out.push_back(transposed ? conv_weight_grad(c, dy, x, g, k) : conv_weight_grad(c, x, dy, g, k));
+    out.push_back(empty        ? zeros(c.b, w.type)
+                  : transposed ? conv_weight_grad(c, dy, x, g, k)
+                               : conv_weight_grad(c, x, dy, g, k));
   }
-  if (mask[2]) {
+  if (mask[2] && empty) {
+    out.push_back(zeros(c.b, c.out[out.size()]));  // bias_sizes: PyTorch gives no output channels for no input ones
+  } else if (mask[2]) {
     Dims dims = iota_from(0, dy.type.rank());
     dims.erase(dims.begin() + 1);
     out.push_back(reduce(c.b, convert(c.b, dy, compute_type(t)), dims, hlo::Op::Add, 0));

@@ -1,8 +1,11 @@
 // Elementwise math: unary, binary, comparison, logical, bitwise, select/clamp. Activations: activation.cpp.
 #include <cmath>
+#include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "lower/helpers.h"
+#include "lower/special.h"
 
 namespace tpu::lower {
 using hlo::Cmp;
@@ -10,6 +13,45 @@ using hlo::Op;
 
 namespace {
 
+// erfcx(x) = exp(x^2) erfc(x) on x >= 0, as t exp(P(t)), t = 1 / (1 + x/2): the Numerical Recipes rational
+// approximation, relative error below 1.2e-7 for every x (so erfc stays accurate where it is tiny).
+std::pair<Value, Value> erfcx_rational(Builder& b, Value ax) {
+  Value t = b.div(K(b, ax, 1), b.add(K(b, ax, 1), b.mul(K(b, ax, 0.5), ax)));
+  const double coef[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                         0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277};
+  Value p = K(b, ax, coef[9]);
+  for (int i = 8; i >= 0; --i) p = b.add(K(b, ax, coef[i]), b.mul(t, p));
+  return {t, p};
+}
+
+// (1 + x/2) erfcx(x) is smooth on [0, inf] as a function of s = (x - 2) / (x + 2): 27 Chebyshev terms of it reach
+// float64 accuracy (3e-16).
+Value erfcx_chebyshev(Builder& b, Value ax) {
+  static const std::vector<double> c{
+      0.5770337386164697,     -0.3554369212704985,    0.06509515882878653,    -0.003671142395836639,
+      -0.0011128447433526325, 0.0001607582991537808,  3.278031574173137e-05,  -5.442441645505016e-06,
+      -1.5154665553171482e-06, 1.4297608181169865e-07, 8.234608827419493e-08,  1.2962846852306563e-09,
+      -4.154721631015199e-09, -6.347058278362811e-10, 1.4320822712256225e-10, 6.160390105204585e-11,
+      2.0612138554721698e-12, -3.5714931488477042e-12, -8.586422843251796e-13, 6.14560021379063e-14,
+      7.418725748596617e-14,  1.2895042755032325e-14, -2.358726385710632e-15, -1.5729349381685912e-15,
+      -2.2782966239546465e-16, 6.31233045075643e-17,  3.5916763531814925e-17};
+  return b.div(chebyshev_half_line(b, ax, 0, 2, c), b.add(K(b, ax, 1), b.mul(ax, K(b, ax, 0.5))));
+}
+
+}  // namespace
+
+Value erfcx_nonneg(Builder& b, Value ax) {
+  if (ax.type.dtype == DType::F64) return erfcx_chebyshev(b, ax);
+  auto [t, p] = erfcx_rational(b, ax);
+  return b.mul(t, b.unary(Op::Exp, p));
+}
+Value log_erfcx_nonneg(Builder& b, Value ax) {
+  if (ax.type.dtype == DType::F64) return b.unary(Op::Log, erfcx_chebyshev(b, ax));
+  auto [t, p] = erfcx_rational(b, ax);
+  return b.add(b.unary(Op::Log, t), p);
+}
+
+namespace {
 
 DType int_of_width(DType t) {
   switch (byte_size(t)) {
@@ -19,23 +61,26 @@ DType int_of_width(DType t) {
     default: return DType::S64;
   }
 }
-// erfc(|x|) = t exp(-x^2 + P(t)), t = 1 / (1 + |x|/2): the Numerical Recipes rational approximation, whose
-// relative error is below 1.2e-7 for every |x| (so it stays accurate where erfc is tiny).
+// y exp(e - x^2), with exp(-x^2) as exp(-h^2) exp(-(x - h)(x + h)), h = x with the low half of its mantissa
+// cleared (h^2 is exact), so that the rounding of x^2 does not cost relative accuracy for large x. The product
+// is formed as (y e^a) e^b: XLA folds e^a e^b back into e^(a+b).
+Value times_exp_neg_sq(Builder& b, Value y, Value x, Value e) {
+  DType it = int_of_width(x.type.dtype);
+  Value bits = b.bitcast_convert(x, it);
+  int low = x.type.dtype == DType::F64 ? 27 : x.type.dtype == DType::F32 ? 12 : 0;
+  Value h = b.bitcast_convert(b.and_(bits, K(b, bits, -(1ll << low))), x.type.dtype);
+  Value rest = b.mul(b.sub(x, h), b.add(x, h));
+  return b.mul(b.mul(y, b.unary(Op::Exp, b.unary(Op::Neg, b.mul(h, h)))), b.unary(Op::Exp, b.sub(e, rest)));
+}
+// erfc(|x|): erfcx(|x|) exp(-x^2) in float64; in float32 t exp(P(t) - x^2) (erfcx_rational).
 Value erfc_abs(Builder& b, Value ax) {
-  Value t = b.div(K(b, ax, 1), b.add(K(b, ax, 1), b.mul(K(b, ax, 0.5), ax)));
-  const double coef[] = {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
-                         0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277};
-  Value poly = K(b, ax, coef[9]);
-  for (int i = 8; i >= 0; --i) poly = b.add(K(b, ax, coef[i]), b.mul(t, poly));
-  // exp(-x^2) as exp(-h^2) exp(-(x - h)(x + h)), h = x with the low half of its mantissa cleared (h^2 is exact),
-  // so that the rounding of x^2 does not cost relative accuracy for large x
-  DType it = int_of_width(ax.type.dtype);
-  Value bits = b.bitcast_convert(ax, it);
-  int low = ax.type.dtype == DType::F64 ? 27 : ax.type.dtype == DType::F32 ? 12 : 0;
-  Value h = b.bitcast_convert(b.and_(bits, K(b, bits, -(1ll << low))), ax.type.dtype);
-  Value rest = b.mul(b.sub(ax, h), b.add(ax, h));
-  // (t e^a) e^b, not t (e^a e^b): XLA folds e^a e^b back into e^(a+b)
-  Value e = b.mul(b.mul(t, b.unary(Op::Exp, b.unary(Op::Neg, b.mul(h, h)))), b.unary(Op::Exp, b.sub(poly, rest)));
+  Value e;
+  if (ax.type.dtype == DType::F64) {
+    e = times_exp_neg_sq(b, erfcx_nonneg(b, ax), ax, zeros(b, ax.type));
+  } else {
+    auto [t, p] = erfcx_rational(b, ax);
+    e = times_exp_neg_sq(b, t, ax, p);
+  }
   return b.select(cmp(b, ax, Cmp::EQ, K(b, ax, INFINITY)), K(b, ax, 0), e);  // (inf - inf) above
 }
 
@@ -236,25 +281,21 @@ Values square(Ctx& c) {
 }
 Values erf_(Ctx& c) { return {result(c, erf_of(c.b, operand(c, 0)))}; }
 Values erfc_(Ctx& c) { return {result(c, erfc_of(c.b, operand(c, 0)))}; }
-// erfinv: M. Giles, "Approximating the erfinv function" (GPU Computing Gems), single-precision polynomials in
-// w = -log(1 - x^2).
+// erfinv: Giles's polynomials; float64 refines them. For |x| < 1/2 that is erfinv_central. Above, it is
+// erfinv(x) = -ndtri((1 - |x|) / 2) / sqrt 2 with x's sign: 1 - |x| is exact there, so the tail keeps its
+// relative accuracy.
 Values erfinv(Ctx& c) {
   Builder& b = c.b;
   Value x = operand(c, 0);
-  Value w = b.unary(Op::Neg, b.unary(Op::Log, b.mul(b.sub(K(b, x, 1), x), b.add(K(b, x, 1), x))));
-  auto horner = [&](Value t, std::initializer_list<double> coef) {
-    Value p = K(b, t, *coef.begin());
-    for (auto it = coef.begin() + 1; it != coef.end(); ++it) p = b.add(K(b, t, *it), b.mul(p, t));
-    return p;
-  };
-  Value central = horner(b.sub(w, K(b, w, 2.5)), {2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                                                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727,
-                                                  1.50140941});
-  Value tail = horner(b.sub(b.unary(Op::Sqrt, w), K(b, w, 3)),
-                      {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
-                       -0.0076224613, 0.00943887047, 1.00167406, 2.83297682});
-  Value y = b.mul(b.select(cmp(b, w, Cmp::LT, K(b, w, 5)), central, tail), x);
-  Value edge = cmp(b, b.unary(Op::Abs, x), Cmp::EQ, K(b, x, 1));
+  Value ax = b.unary(Op::Abs, x);
+  Value y;
+  if (x.type.dtype == DType::F64) {
+    Value tail = b.mul(special_ndtri(b, b.mul(b.sub(K(b, ax, 1), ax), K(b, ax, 0.5))), K(b, ax, -M_SQRT1_2));
+    y = b.select(cmp(b, ax, Cmp::LT, K(b, ax, 0.5)), erfinv_central(b, x), with_sign_of(b, tail, x));
+  } else {
+    y = erfinv_giles(b, x, b.unary(Op::Neg, b.unary(Op::Log, b.mul(b.sub(K(b, x, 1), x), b.add(K(b, x, 1), x)))));
+  }
+  Value edge = cmp(b, ax, Cmp::EQ, K(b, x, 1));
   return {result(c, b.select(edge, b.mul(x, K(b, x, INFINITY)), y))};
 }
 
@@ -787,14 +828,40 @@ Value erf_of(Builder& b, Value x) {
   Value x2 = b.mul(x, x);
   double term = 2 / std::sqrt(M_PI);  // 2/sqrt(pi) (-1)^n / (n! (2n + 1))
   std::vector<double> coef;
-  for (int n = 0; n <= 12; ++n, term *= -1.0 / n) coef.push_back(term / (2 * n + 1));
+  int terms = x.type.dtype == DType::F64 ? 19 : 13;  // the first omitted term is below 2e-19 (7e-12) for |x| < 1
+  for (int n = 0; n < terms; ++n, term *= -1.0 / n) coef.push_back(term / (2 * n + 1));
   Value poly = K(b, x, coef.back());
-  for (int n = 11; n >= 0; --n) poly = b.add(K(b, x, coef[n]), b.mul(x2, poly));
+  for (int n = terms - 2; n >= 0; --n) poly = b.add(K(b, x, coef[n]), b.mul(x2, poly));
   Value small = b.mul(x, poly);
   Value ax = b.unary(Op::Abs, x);
   Value large = b.sub(K(b, x, 1), erfc_abs(b, ax));
   large = with_sign_of(b, large, x);
   return b.select(cmp(b, ax, Cmp::LT, K(b, x, 1)), small, large);
+}
+
+// M. Giles, "Approximating the erfinv function" (GPU Computing Gems): single-precision polynomials in w.
+Value erfinv_giles(Builder& b, Value x, Value w) {
+  auto horner = [&](Value t, std::initializer_list<double> coef) {
+    Value p = K(b, t, *coef.begin());
+    for (auto it = coef.begin() + 1; it != coef.end(); ++it) p = b.add(K(b, t, *it), b.mul(p, t));
+    return p;
+  };
+  Value central = horner(b.sub(w, K(b, w, 2.5)), {2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                                                  0.00021858087, -0.00125372503, -0.00417768164, 0.246640727,
+                                                  1.50140941});
+  Value tail = horner(b.sub(b.unary(Op::Sqrt, w), K(b, w, 3)),
+                      {-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                       -0.0076224613, 0.00943887047, 1.00167406, 2.83297682});
+  return b.mul(b.select(cmp(b, w, Cmp::LT, K(b, w, 5)), central, tail), x);
+}
+Value erfinv_central(Builder& b, Value x) {
+  Value y = erfinv_giles(b, x, b.unary(Op::Neg, b.unary(Op::Log, b.mul(b.sub(K(b, x, 1), x), b.add(K(b, x, 1), x)))));
+  if (x.type.dtype != DType::F64) return y;
+  for (int i = 0; i < 2; ++i) {  // y -= (erf(y) - x) / erf'(y): from 1e-7 to float64 accuracy
+    Value slope = b.mul(K(b, y, 2 / std::sqrt(M_PI)), b.unary(Op::Exp, b.unary(Op::Neg, b.mul(y, y))));
+    y = b.sub(y, b.div(b.sub(erf_of(b, y), x), slope));
+  }
+  return y;
 }
 
 Value gelu_of(Builder& b, Value x, bool tanh_approx) {

@@ -42,6 +42,18 @@ Value broadcast_to(Builder& b, Value x, const Dims& shape) {
 Value scalar_like(Builder& b, double v, const TensorType& t) { return b.splat(t, v); }
 Value zeros(Builder& b, const TensorType& t) { return b.splat(t, 0); }
 Value is_nan(Builder& b, Value x) { return b.compare(x, x, hlo::Cmp::NE); }
+Value chebyshev_half_line(Builder& b, Value x, double x0, double L, const std::vector<double>& c) {
+  Value u = b.sub(x, scalar_like(b, x0, x.type));
+  Value s = b.div(b.sub(u, scalar_like(b, L, x.type)), b.add(u, scalar_like(b, L, x.type)));
+  s = b.select(b.compare(x, scalar_like(b, INFINITY, x.type), hlo::Cmp::EQ), scalar_like(b, 1, x.type), s);
+  Value s2 = b.add(s, s), b1 = zeros(b, x.type), b2 = zeros(b, x.type);
+  for (size_t k = c.size() - 1; k >= 1; --k) {
+    Value b0 = b.add(b.sub(b.mul(s2, b1), b2), scalar_like(b, c[k], x.type));
+    b2 = b1;
+    b1 = b0;
+  }
+  return b.add(b.sub(b.mul(s, b1), b2), scalar_like(b, c[0], x.type));
+}
 
 Values loop(Builder& b, int64_t from, int64_t to, int64_t step, Values state, const LoopFn& f, DType counter) {
   if (step > 0 ? from >= to : from <= to) return state;

@@ -2,6 +2,7 @@
 // elementwise application in the result type, constants, reductions.
 #pragma once
 #include <functional>
+#include <vector>
 
 #include "lower/rule.h"
 
@@ -62,6 +63,16 @@ int64_t wrap_dim(int64_t d, int64_t rank);
 Value keep_dims(Builder& b, Value x, const Dims& dims, const Dims& full_shape);
 
 Value erf_of(Builder& b, Value x);                   // elementwise.cpp
+// sum_k c[k] T_k(s), s = (x - x0 - L) / (x - x0 + L), which maps x in [x0, inf] onto [-1, 1] (Clenshaw's
+// recurrence). tools/fit_chebyshev.py computes the coefficients.
+Value chebyshev_half_line(Builder& b, Value x, double x0, double L, const std::vector<double>& c);
+// erfcx(x) = exp(x^2) erfc(x) and its log for x >= 0, float64-accurate for float64 (elementwise.cpp)
+Value erfcx_nonneg(Builder& b, Value ax);
+Value log_erfcx_nonneg(Builder& b, Value ax);
+// erfinv(x) = x P(w) given w = -log(1 - x^2), Giles's single-precision polynomials (elementwise.cpp)
+Value erfinv_giles(Builder& b, Value x, Value w);
+// erfinv(x) for |x| < 1/2, to the accuracy of x's type: float64 adds two Newton steps (elementwise.cpp)
+Value erfinv_central(Builder& b, Value x);
 Value gelu_of(Builder& b, Value x, bool tanh_approx);  // elementwise.cpp
 
 // Image resampling (upsample_*, interpolate) computes in float: the working type for input dtype t.

@@ -49,8 +49,8 @@ hlo::Body body(Combine k) {
     switch (k) {
       case Combine::Add: return {pred ? r.or_(a[0], a[1]) : r.add(a[0], a[1])};
       case Combine::Mul: return {pred ? r.and_(a[0], a[1]) : r.mul(a[0], a[1])};
-      case Combine::Max: return {r.max(a[0], a[1])};
-      case Combine::Min: return {r.min(a[0], a[1])};
+      case Combine::Max: return {nan_max(r, a[0], a[1], true)};
+      case Combine::Min: return {nan_max(r, a[0], a[1], false)};
       default: return {a[1]};
     }
   };

@@ -164,12 +164,6 @@ Value embedding_bag_grad(Ctx& c, const size_t (&a)[10]) {
 // _embedding_bag_dense_backward(grad, indices, offset2bag, bag_size, maximum_indices, num_weights,
 // scale_grad_by_freq, mode, per_sample_weights?, padding_idx)
 Values embedding_bag_dense_backward(Ctx& c) { return {result(c, embedding_bag_grad(c, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9}))}; }
-// _embedding_bag_backward(grad, indices, offsets, offset2bag, bag_size, maximum_indices, num_weights,
-// scale_grad_by_freq, mode, sparse, per_sample_weights?, padding_idx)
-Values embedding_bag_backward(Ctx& c) {
-  if (c.flag(9)) c.fail("sparse gradients are not supported");
-  return {result(c, embedding_bag_grad(c, {0, 1, 3, 4, 5, 6, 7, 8, 10, 11}))};
-}
 // _embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, offset2bag, mode, padding_idx):
 // each index's weight row dotted with its bag's gradient.
 Values embedding_bag_psw_backward(Ctx& c) {
@@ -505,6 +499,11 @@ SegDims seg_dims(const Dims& data, int64_t k, int64_t segs) {
   for (int64_t i = 0; i < r; ++i) d.out_map.push_back(i <= k ? i : i + 1);
   return d;
 }
+// The reduction named by argument i: PyTorch takes "amax" / "amin" for "max" / "min".
+std::string reduction(Ctx& c, size_t i) {
+  const std::string& red = c.s(i);
+  return red == "amax" ? "max" : red == "amin" ? "min" : red;
+}
 // segment_reduce(data, reduce, lengths?, indices?, offsets?, axis, unsafe, initial?)
 Values segment_reduce(Ctx& c) {
   Builder& b = c.b;
@@ -514,7 +513,7 @@ Values segment_reduce(Ctx& c) {
   Segments g = segments(c, 2, 4, x.type.dims[k]);
   SegDims d = seg_dims(x.type.dims, k, g.start.type.dims.back());
   Value in = bcast(b, g.member, d.full, d.seg_map), xf = bcast(b, x, d.full, d.data_map);
-  const std::string& red = c.s(1);
+  std::string red = reduction(c, 1);
   bool init = c.has(7);
   Value iv = init ? broadcast_to(b, as(b, c.v(7), t), c.out[0].dims) : Value{};
   Value len = bcast(b, as(b, b.sub(g.end, g.start), t), c.out[0].dims, iota_dims(k + 1));
@@ -549,7 +548,7 @@ Values segment_reduce_backward(Ctx& c) {
   SegDims d = seg_dims(x.type.dims, k, g.start.type.dims.back());
   Value in = bcast(b, g.member, d.full, d.seg_map), xf = bcast(b, x, d.full, d.data_map);
   Value gr = bcast(b, as(b, c.v(0), t), d.full, d.out_map), out = bcast(b, as(b, c.v(1), t), d.full, d.out_map);
-  const std::string& red = c.s(3);
+  std::string red = reduction(c, 3);
   Value gf;  // each member's share of its segment's gradient, [pre..., S, A, post...]
   if (red == "sum") {
     gf = gr;
@@ -768,7 +767,6 @@ Values rrelu_with_noise_(Ctx& c) {
 Register r({
     {"_embedding_bag|_embedding_bag.out|_embedding_bag_forward_only|_embedding_bag_forward_only.out", embedding_bag},
     {"_embedding_bag_dense_backward|_embedding_bag_dense_backward.out", embedding_bag_dense_backward},
-    {"_embedding_bag_backward", embedding_bag_backward},
     {"_embedding_bag_per_sample_weights_backward|_embedding_bag_per_sample_weights_backward.out",
      embedding_bag_psw_backward},
     {"_cdist_forward|_cdist_forward.out", cdist_forward, 1u << 2},

@@ -1,7 +1,7 @@
 // Special math functions (gamma family, modified Bessel, error-function relatives, entropy). StableHLO has
 // none, so each is an explicit numerical method evaluated in the result's compute type: Lanczos for lgamma,
 // recurrence + asymptotic series for digamma and the Hurwitz zeta (polygamma), power / asymptotic series for
-// I0 and I1, a rational erfc approximation for erfcx and log_ndtr, Giles's erfinv polynomials for ndtri.
+// I0 and I1, erfcx and log_ndtr from elementwise.cpp's erfcx, Giles's erfinv polynomials and Newton steps for ndtri.
 #include <cmath>
 #include <vector>
 
@@ -123,13 +123,16 @@ Value polygamma_of(Builder& b, int64_t n, Value x) {
 }
 
 // ---- modified Bessel functions of order 0 and 1: exp(-|x|) I_nu(x) for |x| (I1 is odd)
-// |x| < 15: power series sum_k (x^2/4)^k / (k! (k+nu)!) (times (x/2)^nu); above: the asymptotic series
-// exp(|x|) / sqrt(2 pi |x|) sum_k (-1)^k a_k(nu) / |x|^k, a_k = prod_j (4 nu^2 - (2j-1)^2) / (8j).
+// |x| < 15 (40 in float64): power series sum_k (x^2/4)^k / (k! (k+nu)!) (times (x/2)^nu); above: the asymptotic
+// series exp(|x|) / sqrt(2 pi |x|) sum_k (-1)^k a_k(nu) / |x|^k, a_k = prod_j (4 nu^2 - (2j-1)^2) / (8j), whose
+// 13th term is below float64's rounding from |x| = 40 on.
 Value bessel_scaled(Builder& b, Value ax, int nu) {
-  Value xs = b.min(ax, K(b, ax, 15));  // keeps the unused branch finite
+  bool f64 = ax.type.dtype == DType::F64;
+  double big = f64 ? 40 : 15;
+  Value xs = b.min(ax, K(b, ax, big));  // keeps the unused branch finite
   Value y = b.mul(b.mul(xs, xs), K(b, xs, 0.25));
   Value p = K(b, y, 1);
-  for (int k = 40; k >= 1; --k) p = b.add(K(b, y, 1), b.div(b.mul(p, y), K(b, y, double(k) * (k + nu))));
+  for (int k = f64 ? 72 : 40; k >= 1; --k) p = b.add(K(b, y, 1), b.div(b.mul(p, y), K(b, y, double(k) * (k + nu))));
   if (nu == 1) p = b.mul(p, b.mul(xs, K(b, xs, 0.5)));
   Value small = b.mul(p, un(b, Op::Exp, un(b, Op::Neg, xs)));
   std::vector<double> coef{1};
@@ -138,9 +141,9 @@ Value bessel_scaled(Builder& b, Value ax, int nu) {
     ak *= -(4.0 * nu * nu - (2.0 * j - 1) * (2.0 * j - 1)) / (8.0 * j);
     coef.push_back(ak);
   }
-  Value xl = b.max(ax, K(b, ax, 15));
+  Value xl = b.max(ax, K(b, ax, big));
   Value large = b.mul(poly(b, recip(b, xl), coef), un(b, Op::Rsqrt, b.mul(xl, K(b, xl, 2 * kPi))));
-  return b.select(lt(b, ax, 15), small, large);
+  return b.select(lt(b, ax, big), small, large);
 }
 // I_nu(x) = exp(|x|) scaled, as exp(|x|/2)^2 so that it overflows only where I_nu does
 Value bessel(Builder& b, Value x, int nu, bool scaled) {
@@ -155,17 +158,8 @@ Value bessel(Builder& b, Value x, int nu, bool scaled) {
 }
 
 // ---- error-function relatives
-// erfcx(x) = exp(x^2) erfc(x) for x >= 0 as t exp(P(t)), t = 1 / (1 + x/2) (Numerical Recipes' erfc
-// approximation, relative error < 1.2e-7), so log erfcx = log t + P(t).
-Value log_erfcx_pos(Builder& b, Value ax) {
-  Value t = recip(b, b.add(K(b, ax, 1), b.mul(K(b, ax, 0.5), ax)));
-  Value p = poly(b, t, {-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398,
-                        1.48851587, -0.82215223, 0.17087277});
-  return b.add(un(b, Op::Log, t), p);
-}
 Value erfcx_of(Builder& b, Value x) {
-  Value e = un(b, Op::Exp, log_erfcx_pos(b, un(b, Op::Abs, x)));
-  e = b.select(eq(b, x, INFINITY), K(b, x, 0), e);
+  Value e = erfcx_nonneg(b, un(b, Op::Abs, x));
   Value neg = b.sub(b.mul(K(b, x, 2), un(b, Op::Exp, b.mul(x, x))), e);  // erfcx(-x) = 2 exp(x^2) - erfcx(x)
   return b.select(lt(b, x, 0), neg, e);
 }
@@ -173,40 +167,36 @@ Value erfcx_of(Builder& b, Value x) {
 Value log_ndtr_of(Builder& b, Value x) {
   Value z = b.mul(x, K(b, x, -0.70710678118654752));
   Value az = un(b, Op::Abs, z);
-  Value le = log_erfcx_pos(b, az);
+  Value le = log_erfcx_nonneg(b, az);
   Value z2 = b.mul(z, z);
   Value left = b.sub(b.sub(le, z2), K(b, x, 0.69314718055994531));
   Value right = un(b, Op::Log1p, b.mul(K(b, x, -0.5), un(b, Op::Exp, b.sub(le, z2))));
   right = b.select(eq(b, x, INFINITY), K(b, x, 0), right);
   return b.select(lt(b, x, 0), left, right);
 }
-// ndtri(p) = -ndtri(1 - p) for p > 1/2 (1 - p is exact there). Below: sqrt 2 erfinv(2p - 1) with Giles's
-// single-precision erfinv in w = -log(1 - (2p-1)^2) = -log(4 p (1 - p)) while w < 16 (its range), the asymptotic
-// -sqrt(L - log L - log 2 pi), L = -2 log p, beyond; then two Newton steps on log_ndtr(x) = log p.
+// ndtri(p) = -ndtri(1 - p) for p > 1/2 (1 - p is exact there). Below: sqrt 2 erfinv(2p - 1) with Giles's erfinv in
+// w = -log(1 - (2p-1)^2) = -log(4 p (1 - p)) while w < 16 (its range), the asymptotic -sqrt(L - log L - log 2 pi),
+// L = -2 log p, beyond; then Newton steps on log_ndtr(x) = log p. Near p = 1/2 those steps would lose the small
+// result's relative accuracy, so p in (1/4, 3/4) takes sqrt 2 erfinv(2p - 1) (2p - 1 is exact there).
 Value ndtri_of(Builder& b, Value p) {
   Value q = b.sub(K(b, p, 1), p);
   Value upper = b.compare(p, K(b, p, 0.5), Cmp::GT);
   Value pm = b.max(b.select(upper, q, p), K(b, p, 1e-300));  // (0, 1/2]; 0 is handled below
   Value w = un(b, Op::Neg, un(b, Op::Log, b.mul(K(b, pm, 4), b.mul(pm, b.sub(K(b, pm, 1), pm)))));
-  Value central = poly(b, b.sub(w, K(b, w, 2.5)), {1.50140941, 0.246640727, -0.00417768164, -0.00125372503,
-                                                   0.00021858087, -4.39150654e-06, -3.5233877e-06,
-                                                   3.43273939e-07, 2.81022636e-08});
-  Value wt = b.min(w, K(b, w, 16));
-  Value tail = poly(b, b.sub(un(b, Op::Sqrt, wt), K(b, w, 3)), {2.83297682, 1.00167406, 0.00943887047,
-                                                                -0.0076224613, 0.00573950773, -0.00367342844,
-                                                                0.00134934322, 0.000100950558, -0.000200214257});
-  Value x = b.mul(b.mul(b.select(lt(b, w, 5), central, tail), b.sub(b.add(pm, pm), K(b, pm, 1))),
-                  K(b, pm, 1.4142135623730951));
+  Value x = b.mul(erfinv_giles(b, b.sub(b.add(pm, pm), K(b, pm, 1)), b.min(w, K(b, w, 16))), K(b, pm, M_SQRT2));
   Value logp = un(b, Op::Log, pm);
   Value L = b.mul(logp, K(b, pm, -2));
   Value asym = un(b, Op::Neg, un(b, Op::Sqrt, b.sub(b.sub(L, un(b, Op::Log, L)), K(b, L, 1.8378770664093453))));
   x = b.select(lt(b, w, 16), x, asym);
-  for (int i = 0; i < 2; ++i) {  // x -= (log Phi(x) - log p) Phi(x) / phi(x)
+  // x -= (log Phi(x) - log p) Phi(x) / phi(x); the asymptotic start needs a third step for float64 accuracy
+  for (int i = 0, n = p.type.dtype == DType::F64 ? 3 : 2; i < n; ++i) {
     Value lf = log_ndtr_of(b, x);
     Value ratio = b.mul(un(b, Op::Exp, b.add(lf, b.mul(b.mul(x, x), K(b, x, 0.5)))), K(b, x, 2.5066282746310002));
     x = b.sub(x, b.mul(b.sub(lf, logp), ratio));
   }
   Value r = b.select(upper, un(b, Op::Neg, x), x);
+  Value centred = b.sub(b.add(p, p), K(b, p, 1));
+  r = b.select(lt(b, un(b, Op::Abs, centred), 0.5), b.mul(erfinv_central(b, centred), K(b, p, M_SQRT2)), r);
   r = b.select(eq(b, p, 0), K(b, p, -INFINITY), r);
   r = b.select(eq(b, p, 1), K(b, p, INFINITY), r);
   Value bad = b.or_(lt(b, p, 0), b.compare(p, K(b, p, 1), Cmp::GT));
@@ -273,4 +263,5 @@ static Register r({
 // shared through special.h
 Value special_lgamma(Builder& b, Value x) { return lgamma_of(b, x); }
 Value special_bessel_i(Builder& b, Value x, int nu, bool scaled) { return bessel(b, x, nu, scaled); }
+Value special_ndtri(Builder& b, Value p) { return ndtri_of(b, p); }
 }  // namespace tpu::lower

@@ -85,12 +85,12 @@ Value j1_of(Builder& b, Value x) { return bessel_j(b, x, 1); }
 Value y0_of(Builder& b, Value x) { return bessel_y(b, x, 0); }
 Value y1_of(Builder& b, Value x) { return bessel_y(b, x, 1); }
 
-// ---- modified Bessel functions: I from special.cpp; K_nu (x > 0) by DLMF 10.31.1 below 9, above by
-// K_nu(x) ~ sqrt(pi / (2x)) e^-x sum_k a_k(nu) / x^k
-Value k_series(Builder& b, Value x, int nu) {  // K_nu(x) for 0 < x <= 9
+// ---- modified Bessel functions: I from special.cpp; K_nu (x > 0) by DLMF 10.31.1 up to 2, above from the
+// Chebyshev series of e^x sqrt(x) K_nu(x) on [2, inf] (tools/fit_chebyshev.py), float64-accurate for both.
+Value k_series(Builder& b, Value x, int nu) {  // K_nu(x) for 0 < x <= 2
   Value y = mulk(b, b.mul(x, x), 0.25), t = K(b, x, 1), si = t, sh = K(b, x, nu);
   double h = 0;
-  for (int k = 1; k <= 40; ++k) {
+  for (int k = 1; k <= 20; ++k) {
     t = b.mul(t, b.div(y, K(b, x, double(k) * (k + nu))));
     h += 1.0 / k;
     si = b.add(si, t);
@@ -102,12 +102,25 @@ Value k_series(Builder& b, Value x, int nu) {  // K_nu(x) for 0 < x <= 9
   return b.sub(r, b.mul(mulk(b, half, 0.5), sh));
 }
 Value bessel_k(Builder& b, Value x, int nu, bool scaled) {
-  Value xs = b.clamp(K(b, x, 1e-300), x, K(b, x, 9)), xl = b.max(x, K(b, x, 9));
+  static const std::vector<double> k0{
+      1.2255940566146994,     0.03105649190551231,    -0.003784919417257749,  0.0005113125678337753,
+      -7.189525579138798e-05, 1.0434125738297965e-05, -1.5452130225537265e-06, 2.3274330995694076e-07,
+      -3.5491296094809786e-08, 5.471129237314204e-09, -8.504459500077728e-10, 1.3321150704430565e-10,
+      -2.099066453786161e-11, 3.3267671324797083e-12, -5.295836652698641e-13, 8.469506013921286e-14,
+      -1.3589478093188167e-14, 2.189106405540525e-15, -3.534493817124484e-16, 5.727976263049948e-17};
+  static const std::vector<double> k1{
+      1.3423974715696634,     -0.10183340995335989,   0.014681817458689177,   -0.0022316161417841405,
+      0.0003472410833929212,  -5.4935045076069994e-05, 8.788569713237713e-06, -1.418289230582868e-06,
+      2.303926051648555e-07,  -3.762944962451323e-08, 6.1726505753020516e-09, -1.016324850883765e-09,
+      1.6785241633502153e-10, -2.7797510042966163e-11, 4.613969378656507e-12, -7.674531285850401e-13,
+      1.2787559142879475e-13, -2.134273793868645e-14, 3.566994924351279e-15, -5.969832169746947e-16,
+      1.0001741048103362e-16, -1.6777525572966787e-17};
+  Value xs = b.clamp(K(b, x, 1e-300), x, K(b, x, 2)), xl = b.max(x, K(b, x, 2));
   Value small = k_series(b, xs, nu);
   if (scaled) small = b.mul(small, un(b, Op::Exp, xs));
-  Value large = b.mul(poly(b, b.div(K(b, x, 1), xl), hankel_coef(nu, 19)), un(b, Op::Sqrt, b.div(K(b, x, kPi / 2), xl)));
+  Value large = b.mul(chebyshev_half_line(b, xl, 2, 4, nu ? k1 : k0), un(b, Op::Rsqrt, xl));
   if (!scaled) large = b.mul(large, un(b, Op::Exp, un(b, Op::Neg, xl)));
-  Value r = b.select(cmpk(b, x, Cmp::LE, 9), small, large);
+  Value r = b.select(cmpk(b, x, Cmp::LE, 2), small, large);
   r = b.select(cmpk(b, x, Cmp::EQ, 0), K(b, x, INFINITY), r);
   return b.select(cmpk(b, x, Cmp::LT, 0), K(b, x, NAN), r);
 }
