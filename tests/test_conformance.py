@@ -1585,7 +1585,8 @@ def test_complex_sigmoid_gradient_through_torch_compile():
 
 # ------------------------------------------------------------- float64 special functions to float64 accuracy
 # CPU's float64 kernels (Cephes) are within a few ulp of the exact values; these were computed to float32 accuracy
-# (erf to 6e-9, erfc/erfcx/erfinv/log_ndtr to 1e-7, K0/K1 to 3e-8, I0/I1 to 2e-11). mpmath is the reference.
+# (erf to 6e-9, erfc/erfcx/erfinv/log_ndtr to 1e-7, K0/K1 to 3e-8, I0/I1 to 2e-11), log1p to 3e-14. mpmath is the
+# reference.
 def _mp(name):
     mpmath = pytest.importorskip("mpmath")
     mpmath.mp.dps = 80  # ndtri's reference, erfinv(2p - 1), needs 2p - 1 to more digits than float64 has
@@ -1603,10 +1604,14 @@ def _mp(name):
                 np.linspace(0.01, 60, 241)),
         "i0": (torch.special.i0, lambda v: mpmath.besseli(0, v), np.linspace(-60, 60, 241)),
         "i1e": (torch.special.i1e, lambda v: mpmath.besseli(1, v) * mpmath.exp(-abs(v)), np.linspace(-60, 60, 241)),
+        # XLA CPU's own float64 log1p is 120 ulp off near x = -0.41
+        "log1p": (torch.log1p, mpmath.log1p, np.concatenate([np.linspace(-0.999, 3, 401), np.linspace(-0.4142, -0.4, 101),
+                                                              [1e-300, -1e-17, 1e-10, 1e300]])),
     }[name]
 
 
-@pytest.mark.parametrize("name", ["erf", "erfc", "erfcx", "erfinv", "ndtri", "log_ndtr", "k0", "k1e", "i0", "i1e"])
+@pytest.mark.parametrize("name", ["erf", "erfc", "erfcx", "erfinv", "ndtri", "log_ndtr", "k0", "k1e", "i0", "i1e",
+                                  "log1p"])
 def test_float64_special_functions_match_mpmath(name):
     fn, ref, xs = _mp(name)
     x = torch.tensor(xs, dtype=torch.float64)

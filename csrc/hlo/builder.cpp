@@ -117,7 +117,19 @@ Value Builder::iota(const TensorType& t, int64_t dim) {
 
 Value Builder::unary(Op op, Value x) {
   if (op == Op::Abs && info(x.type.dtype).is_complex) return complex_abs(x);
+  if (op == Op::Log1p && x.type.dtype == DType::F64) return log1p_f64(x);
   return emit(op, {x}, {shape::unary(op, x.type)})[0];
+}
+// XLA CPU's float64 log1p is up to 120 ulp off for x in (-0.4143, -0.4). For |x| < 1, Goldberg's
+// log(u) x / (u - 1), u = 1 + x: u - 1 is exact there, so u's rounding cancels and log's own error is left.
+// (The barrier keeps XLA from folding (1 + x) - 1 into x.)
+Value Builder::log1p_f64(Value x) {
+  Value one = splat(x.type, 1), u = optimization_barrier({add(one, x)})[0], d = sub(u, one);
+  Value log_u = emit(Op::Log, {u}, {x.type})[0];
+  Value small = div(mul(log_u, x), select(compare(d, splat(x.type, 0), Cmp::EQ), one, d));
+  small = select(compare(d, splat(x.type, 0), Cmp::EQ), x, small);  // |x| below half an ulp of 1
+  Value native = emit(Op::Log1p, {x}, {x.type})[0];
+  return select(compare(unary(Op::Abs, x), one, Cmp::LT), small, native);
 }
 // |z| as C's cabs (an infinite part wins over NaN), from IEEE operations only: XLA's own complex abs rounds
 // differently from one program to another (fused or not), so a norm disagreed with the abs in its gradient.

@@ -111,6 +111,7 @@ class Builder {
   struct State;
   Builder(State* st, const Builder* parent, bool isolated);
   Value complex_abs(Value z);
+  Value log1p_f64(Value x);
 
   using Attrs = std::vector<std::pair<std::string, std::string>>;
   Values emit(Op op, const Values& operands, const std::vector<TensorType>& results, const Attrs& attrs = {},
