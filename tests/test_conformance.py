@@ -1650,6 +1650,14 @@ def test_scatter_reduce_extremes_propagate_nan(call, dtype):
     same(lambda d: call(d, dtype))
 
 
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_mean_of_complex(include_self):
+    same(lambda d: torch.zeros(3, 2, dtype=torch.complex64, device=d).scatter_reduce(
+        0, torch.tensor([[0, 1], [0, 1], [2, 1]], device=d),
+        torch.tensor([[1 + 2j, 3j], [3j, 1], [4, -1j]], dtype=torch.complex64, device=d), "mean",
+        include_self=include_self))
+
+
 def _data(d):
     return torch.arange(1., 7., device=d)
 

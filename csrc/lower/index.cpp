@@ -161,10 +161,11 @@ Values scatter_reduce(Ctx& c) {
   if (red != "mean") return {c.b.reshape(scatter_(c.b, x, pts, upd, s, combine_of(c, red)), c.out[0].dims)};
   DType ct = compute_type(t);
   Value sum = c.b.scatter({convert(c.b, x, ct)}, pts, {convert(c.b, upd, ct)}, s, body(Combine::Add))[0];
-  TensorType count_t{ct, x.type.dims};
+  DType nt = is_complex(ct) ? real_part(ct) : ct;  // the count's type: a complex one has no max
+  TensorType count_t{nt, x.type.dims};
   Value count = include_self ? scalar_like(c.b, 1, count_t) : zeros(c.b, count_t);
-  count = c.b.scatter({count}, pts, {c.b.splat({ct, idx.type.dims}, 1)}, s, body(Combine::Add))[0];
-  count = c.b.max(count, scalar_like(c.b, 1, count_t));
+  count = c.b.scatter({count}, pts, {c.b.splat({nt, idx.type.dims}, 1)}, s, body(Combine::Add))[0];
+  count = convert(c.b, c.b.max(count, scalar_like(c.b, 1, count_t)), ct);
   return {c.b.reshape(convert(c.b, mean_of(c.b, sum, count), t), c.out[0].dims)};
 }
 
