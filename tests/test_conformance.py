@@ -1742,3 +1742,26 @@ def test_embedding_bag_gradient_dense_and_sparse(mode, padding_idx, weights, spa
         assert bag.weight.grad.is_sparse == sparse
         return bag.weight.grad.to_dense()
     same(grad)
+
+
+# ------------------------------------------------------------- found by test_spectral_ops and nn/test_pooling
+@pytest.mark.parametrize("fn", [torch.fft.hfft, torch.fft.irfft, torch.fft.fft])
+def test_complex32_fft_results_are_half(fn):
+    x = torch.randn(64, dtype=torch.complex64).to(torch.complex32)  # CPU has no complex32 FFT; CUDA has
+    want = fn(x.to(torch.complex64))
+    got = fn(x.to("tpu"))
+    assert got.dtype == (torch.float16 if fn is not torch.fft.fft else torch.complex32)
+    assert_close(got.to(want.dtype), want, rtol=2e-3, atol=2e-3 * want.abs().max().item())
+
+
+def test_unbatched_channels_last_3d_max_pool_keeps_the_layout():
+    def pool(d):
+        x = torch.arange(7 * 15 * 12 * 13.).reshape(1, 7, 15, 12, 13).cos().to(d)
+        x = x.contiguous(memory_format=torch.channels_last_3d).squeeze(0).requires_grad_()
+        out, idx = F.max_pool3d(x, (5, 6, 7), return_indices=True)
+        out.backward(torch.ones_like(out))
+        return out, idx, x.grad
+    cpu, tpu = pool("cpu"), pool("tpu")
+    assert [t.stride() for t in tpu] == [t.stride() for t in cpu]
+    assert tpu[0].stride() == (1, 14, 7, 7)  # the results are channels_last_3d once unsqueezed, as on CPU and CUDA
+    assert_close(tpu, cpu)

@@ -615,3 +615,23 @@ def test_recursive_program_is_rejected_not_crashing():
     proc = subprocess.run([sys.executable, "-c", RECURSIVE], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "REJECTED" in proc.stdout and "recursive call: @" in proc.stdout, proc.stdout
+
+
+# A script that ends right after a backward on tpu: PyTorch's autograd thread for the device still held the
+# finished graph task, and released it (with Python objects) while the interpreter finalized. That aborted the
+# process ("terminate called without an active exception") about one run in two.
+EXIT_AFTER_BACKWARD = textwrap.dedent("""
+    import torch
+    x = torch.randn(1, 7, 15, 12, 13).contiguous(memory_format=torch.channels_last_3d).squeeze(0).requires_grad_()
+    torch.nn.functional.max_pool3d(x, (5, 6, 7)).sum().backward()
+    y = x.detach().to("tpu").requires_grad_()
+    torch.nn.functional.max_pool3d(y, (5, 6, 7)).sum().backward()
+    print(y.grad.sum().item())
+""")
+
+
+def test_exit_right_after_a_backward_does_not_abort(tmp_path):
+    script = tmp_path / "exit_after_backward.py"
+    script.write_text(EXIT_AFTER_BACKWARD)
+    for _ in range(6):
+        run_file(script)

@@ -51,6 +51,7 @@ def ensure_initialized():
         _C.init(path, platform, _plugin.client_options(platform), _plugin.cache_dir())
         import atexit
         atexit.register(_report_unraised_errors)
+        atexit.register(_let_autograd_threads_finish)
         callbacks, _start_callbacks[:] = list(_start_callbacks), []
         for callback in callbacks:
             callback()
@@ -68,6 +69,15 @@ def _report_unraised_errors():
         import warnings
         warnings.warn(f"torch_tpu: an error in tpu work was never raised (no host sync read it): "
                       f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=1)
+
+
+def _let_autograd_threads_finish():
+    """At interpreter exit: PyTorch's autograd thread for tpu releases a finished backward (and the Python
+    objects its saved thread-local state holds) just after it wakes the caller. If the interpreter is already
+    finalizing by then, that thread cannot take the GIL and the process aborts ("terminate called without an
+    active exception"). A short wait without the GIL lets it finish first."""
+    import time
+    time.sleep(0.02)
 
 
 def on_start(callback):

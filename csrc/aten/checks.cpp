@@ -660,6 +660,14 @@ ArgCheck arg_check_for(const std::string& name) {
   return nullptr;
 }
 
+bool unbatched_channels_last_3d(const at::Tensor& t) {
+  if (t.dim() != 4) return false;
+  std::vector<int64_t> sizes{1}, strides{t.numel()};
+  sizes.insert(sizes.end(), t.sizes().begin(), t.sizes().end());
+  strides.insert(strides.end(), t.strides().begin(), t.strides().end());
+  return c10::is_channels_last_strides_3d(c10::IntArrayRef(sizes), c10::IntArrayRef(strides));
+}
+
 ResultFix result_fix_for(const std::string& name) {
   using Args = c10::ArrayRef<c10::IValue>;
   using Metas = const std::vector<at::Tensor>&;
@@ -682,6 +690,18 @@ ResultFix result_fix_for(const std::string& name) {
         if (out.dim() == 4 && f == c10::MemoryFormat::ChannelsLast) strides[0] = c10::get_channels_last_strides_2d(out.sizes());
         if (out.dim() == 5 && f == c10::MemoryFormat::ChannelsLast3d) strides[0] = c10::get_channels_last_strides_3d(out.sizes());
         if (!strides[0].empty()) return;
+      }
+    };
+  // CPU and CUDA pool an unbatched (4-D) input as a batch of one, so a channels_last_3d layout carries over to
+  // the results (the meta kernel lays them out row-major)
+  if (name == "max_pool3d_with_indices")
+    return [](Args args, Metas meta, Types, Strides strides) {
+      if (!unbatched_channels_last_3d(args[0].toTensor())) return;
+      for (size_t k = 0; k < meta.size(); ++k) {
+        std::vector<int64_t> batched{1};
+        batched.insert(batched.end(), meta[k].sizes().begin(), meta[k].sizes().end());
+        std::vector<int64_t> s = c10::get_channels_last_strides_3d(batched);
+        strides[k] = hlo::Dims(s.begin() + 1, s.end());
       }
     };
   // floor_divide into a wider out= computes in its own result type, as the pointwise ops (it lacks their tag)

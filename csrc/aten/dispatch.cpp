@@ -705,7 +705,8 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   // The key leaves out the strides of size-1 dims, which decide whether PyTorch calls an input
   // channels_last (and so lays out pooling, upsampling and convolution results)
   for (const at::Tensor& t : m.read)
-    if (t.dim() >= 4) call.context_key.push_back(static_cast<char>(t.suggest_memory_format()));
+    if (t.dim() >= 4)
+      call.context_key.push_back(static_cast<char>(t.suggest_memory_format()) + 8 * unbatched_channels_last_3d(t));
   call.device = std::max(b.device, 0);
   if (rule->random) {
     auto [seed, counter] = next_random(generator, call.device);

@@ -43,6 +43,9 @@ void reject_complex(const ComplexRejection& r, const std::string& name, c10::Arr
 using ResultFix = void (*)(c10::ArrayRef<c10::IValue> args, const std::vector<at::Tensor>& meta,
                            std::vector<hlo::TensorType>& types, std::vector<hlo::Dims>& strides);
 ResultFix result_fix_for(const std::string& name);
+// A 4-D tensor laid out as an unbatched channels_last_3d one (CPU and CUDA pool it as a batch of one, keeping
+// that layout). Part of the compile key, as the memory format PyTorch suggests.
+bool unbatched_channels_last_3d(const at::Tensor& t);
 // Sequence factories (arange, range, linspace, logspace): an out= with the result's number of elements keeps
 // its shape (and gets the sequence in its logical order), as on CPU and CUDA; another is resized to 1-D
 // without resize_output's warning (arange gives its own). fit_sequence_out reshapes the result or resizes out.

@@ -84,8 +84,8 @@ Values fft_c2r(Ctx& c) {
   int64_t last = c.i(3);
   auto g = groups(dims);
   for (size_t i = 0; i + 1 < g.size(); ++i) x = fft_over(c.b, x, g[i], FftType::IFFT);
-  x = fft_over(c.b, x, g.back(), FftType::IRFFT, last);
-  return {normalize(c.b, x, c.i(2), signal_size(x.type, dims), true)};
+  x = fft_over(c.b, x, g.back(), FftType::IRFFT, last);  // (complex32 computes in complex64)
+  return {convert(c.b, normalize(c.b, x, c.i(2), signal_size(x.type, dims), true), c.out[0].dtype)};
 }
 
 // conj of a complex tensor (real ones are their own conjugate): materializes the lazy conj bit of FFT results
