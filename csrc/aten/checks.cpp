@@ -661,7 +661,7 @@ ArgCheck arg_check_for(const std::string& name) {
 }
 
 bool unbatched_channels_last_3d(const at::Tensor& t) {
-  if (t.dim() != 4) return false;
+  if (t.dim() != 4 || (t.size(0) != 1 && t.stride(0) != 1)) return false;  // the channels are innermost
   std::vector<int64_t> sizes{1}, strides{t.numel()};
   sizes.insert(sizes.end(), t.sizes().begin(), t.sizes().end());
   strides.insert(strides.end(), t.strides().begin(), t.strides().end());
