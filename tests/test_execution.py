@@ -212,3 +212,15 @@ def test_item_loop_reads_a_small_storage_once_and_sees_every_write():
     y.add_(1)
     assert x[10].item() == 21.0 and y[0].item() == 21.0
     assert x[50:].sum().item() == sum(2.0 * i for i in range(50, 100))
+
+
+def test_element_loop_over_a_large_storage_reads_it_whole():
+    # all(t) or a loop of t[i].item() over a 4 MB storage: after a few single reads, the whole storage once
+    x = torch.arange(1_000_000.0).to("tpu")
+    before = torch_tpu.metrics.counters().get("host_syncs", 0)
+    assert [x[i].item() for i in range(0, 1_000_000, 997)] == [float(i) for i in range(0, 1_000_000, 997)]
+    assert torch_tpu.metrics.counters().get("host_syncs", 0) - before <= 4
+    assert all(x[:-1] < x[1:])
+    x[7] = -3.0  # a write installs new contents: the next reads see it
+    assert x[7].item() == -3.0 and x[8].item() == 8.0
+    assert [x[i].item() for i in range(5, 10)] == [5.0, 6.0, -3.0, 8.0, 9.0]

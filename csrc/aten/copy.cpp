@@ -21,12 +21,26 @@ bool dense(const at::Tensor& t) {
   return st.written() && view_of(t).covers(st.type());
 }
 
-// The whole storage's buffer when `src` is a part of a small one (a host read of all of it costs less
-// than a program that reads the view), else null.
-std::shared_ptr<pjrt::Buffer> small_storage_buffer(const at::Tensor& src) {
-  constexpr int64_t kMaxBytes = 1 << 16;
+// How many reads of a few elements `b` has had (counted for the 16 buffers read so most recently).
+int small_reads(const std::shared_ptr<pjrt::Buffer>& b) {
+  static std::mutex mu;
+  static std::vector<std::pair<std::weak_ptr<pjrt::Buffer>, int>> counts;
+  std::lock_guard<std::mutex> lock(mu);
+  for (auto& [buffer, n] : counts)
+    if (buffer.lock() == b) return ++n;
+  counts.insert(counts.begin(), {b, 1});
+  if (counts.size() > 16) counts.pop_back();
+  return 1;
+}
+
+// The whole storage's buffer when `src` is a part of it that a host read of all of it (kept, see host_copy)
+// serves better than a program that reads the view: a small storage, or one of up to 8 MB whose elements a
+// loop reads one by one (x[i].item(), all(x)), from its fourth read of a few elements. Else null.
+std::shared_ptr<pjrt::Buffer> whole_storage_buffer(const at::Tensor& src) {
+  constexpr int64_t kSmall = 1 << 16, kLooped = 8 << 20;
   Storage& st = storage_of(src);
-  if (src.is_conj() || src.is_neg() || !st.written() || st.nbytes > kMaxBytes || dense(src)) return nullptr;
+  if (src.is_conj() || src.is_neg() || !st.written() || st.nbytes > kLooped || dense(src)) return nullptr;
+  if (st.nbytes > kSmall && (src.numel() > 16 || small_reads(st.ready()) < 4)) return nullptr;
   std::shared_ptr<pjrt::Buffer> b = st.ready();
   int64_t bytes = static_cast<int64_t>(byte_size(b->dtype()));
   for (int64_t d : b->dims()) bytes *= d;
@@ -110,10 +124,11 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst_view, bool /*n
     }
     const at::Tensor& dst = dst_view;
     // device -> host: a dense buffer of src's dtype, then the host does strides and dtype. A view of a
-    // small storage instead brings the whole storage and lets the host pick the view's elements
-    // (x[i].item(), the tail of a growing sequence): no program runs, none compiles per position.
+    // small storage (or of one a loop reads element by element) instead brings the whole storage and lets the
+    // host pick the view's elements (x[i].item(), the tail of a growing sequence): no program runs, none
+    // compiles per position.
     at::Tensor host;
-    if (auto whole = small_storage_buffer(src)) {
+    if (auto whole = whole_storage_buffer(src)) {
       at::Tensor bytes = host_copy(whole, storage_of(src).nbytes, storage_of(src).origin);
       host = at::empty({0}, src.options().device(c10::kCPU)).set_(bytes.storage(), src.storage_offset(), src.sizes(), src.strides());
     } else {
