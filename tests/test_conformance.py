@@ -1765,3 +1765,41 @@ def test_unbatched_channels_last_3d_max_pool_keeps_the_layout():
     assert [t.stride() for t in tpu] == [t.stride() for t in cpu]
     assert tpu[0].stride() == (1, 14, 7, 7)  # the results are channels_last_3d once unsqueezed, as on CPU and CUDA
     assert_close(tpu, cpu)
+
+
+# ------------------------------------------------------------- found by test_torch (TestTorchDeviceType)
+def test_logcumsumexp_of_two_infinities_is_infinite():
+    inf, nan = float("inf"), float("nan")
+    same(lambda d: torch.tensor([-inf, -inf, 1., 1., inf, inf, nan, 1.], device=d).logcumsumexp(0))
+
+
+@pytest.mark.parametrize("shape,dim", [((100, 100), 1), ((100, 100), 0), ((3, 257, 2), 1), ((1000,), 0)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_cummax_cummin_of_long_dims(shape, dim, dtype):
+    # a variadic reduce_window crashed XLA CPU's compiler from 100 elements on
+    def both(d):
+        x = (torch.arange(torch.Size(shape).numel()).reshape(shape) * 7 % 5).to(dtype)
+        if dtype.is_floating_point:
+            x.view(-1)[::37] = float("nan")
+        x = x.to(d)
+        return torch.cummax(x, dim) + torch.cummin(x, dim)
+    same(both)
+
+
+def test_masked_scatter_with_too_few_source_elements():
+    mask = [0, 0, 0, 0, 1, 0, 1, 0, 1, 0]
+
+    def scatter(d, n):
+        out = torch.arange(10., device=d).masked_scatter_(torch.tensor(mask, dtype=torch.bool, device=d),
+                                                          torch.arange(n, dtype=torch.float32, device=d))
+        return out.cpu()  # a host sync: the device-side check raises here
+    same(lambda d: scatter(d, 2))
+    same(lambda d: scatter(d, 0))
+    same(lambda d: scatter(d, 3))
+
+
+def test_cummax_of_a_long_dim_through_torch_compile():
+    x = (torch.arange(10000.).reshape(100, 100) * 7 % 5)
+    values, indices = torch.compile(lambda v: torch.cummax(v, 1), backend="tpu")(x.to("tpu"))
+    want = torch.cummax(x, 1)
+    assert_close((values, indices), tuple(want))

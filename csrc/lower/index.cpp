@@ -347,8 +347,13 @@ Values masked_scatter(Ctx& c) {
   if (c.v(1).type.dtype != DType::Pred) c.fail("masked_scatter_ only supports boolean masks");  // as CPU
   Value x = broadcast_to(c.b, c.v(0), c.out[0].dims), src = c.v(2);  // self broadcasts with mask
   int64_t s = src.type.numel();
-  if (s == 0 || x.type.numel() == 0) return {x};
+  if (x.type.numel() == 0) return {x};
   Value mask = broadcast_to(c.b, c.v(1), x.type.dims);
+  // a device-side check, raised at the next sync (as index bounds): CPU raises at the call
+  Value ones = reduce(c.b, convert(c.b, mask, DType::S64), reduce_dims({}, x.type.rank()), Op::Add, 0);
+  check(c.b, c.b.compare(ones, scalar_like(c.b, double(s), ones.type), Cmp::GT), ones,
+        "Number of elements of source < number of ones in mask", false);
+  if (s == 0) return {x};
   Value pos = mask_positions(c.b, mask, s);
   Value picked = take_dim(c.b, c.b.reshape(convert(c.b, src, x.type.dtype), {s}), 0, pos);
   return {c.b.select(mask, picked, x)};

@@ -146,32 +146,29 @@ Values angle(Ctx& c) {
   return {result(c, c.b.select(is_nan(c.b, x), x, a))};
 }
 
-// ---- _cummax_helper(self, values!, indices!, dim): a windowed reduction over (value, index) pairs that
-// takes nan over numbers, the larger (smaller) value, and the later index among equals; index -1 is padding.
+// ---- _cummax_helper(self, values!, indices!, dim): an inclusive scan by doubling steps (Hillis-Steele) over
+// (value, index) pairs that takes nan over numbers, the larger (smaller) value, and the later index among
+// equals; index -1 is padding. (A variadic reduce_window of mixed types crashes XLA CPU's rewriter from n = 100.)
 Values cum_extreme(Ctx& c, bool is_max) {
-  Value x = c.v(0);
-  int64_t r = x.type.rank();
-  if (r == 0) return {x, zeros(c.b, c.out[1])};
-  int64_t d = wrap_dim(c.i(3), r), n = x.type.dims[d];
-  Value idx = c.b.iota({DType::S64, x.type.dims}, d);
-  hlo::Window w;
-  w.dims.assign(r, 1);
-  w.dims[d] = n;
-  w.padding.assign(r, {0, 0});
-  w.padding[d] = {n - 1, 0};
-  Value lo = c.b.splat(hlo::scalar(x.type.dtype), 0);
-  Value none = c.b.splat(hlo::scalar(DType::S64), -1);
-  Values res = c.b.reduce_window({x, idx}, {lo, none}, w, [is_max](Builder& b, const Values& a) {
-    Value av = a[0], ai = a[1], bv = a[2], bi = a[3];
-    Value a_nan = b.compare(av, av, Cmp::NE), b_nan = b.compare(bv, bv, Cmp::NE);
-    Value same = b.or_(b.compare(av, bv, Cmp::EQ), b.and_(a_nan, b_nan));
-    Value better = b.or_(b.compare(bv, av, is_max ? Cmp::GT : Cmp::LT), b.and_(b_nan, b.unary(Op::Not, a_nan)));
-    Value take_b = b.or_(better, b.and_(same, b.compare(bi, ai, Cmp::GT)));
-    Value neg = b.splat(hlo::scalar(DType::S64), -1);  // the padding (index -1) always loses
-    take_b = b.and_(b.compare(bi, neg, Cmp::NE), b.or_(take_b, b.compare(ai, neg, Cmp::EQ)));
-    return Values{b.select(take_b, bv, av), b.select(take_b, bi, ai)};
-  });
-  return {convert(c.b, res[0], c.out[0].dtype), convert(c.b, res[1], c.out[1].dtype)};
+  Builder& b = c.b;
+  Value v = c.v(0);
+  int64_t r = v.type.rank();
+  if (r == 0) return {v, zeros(b, c.out[1])};
+  int64_t d = wrap_dim(c.i(3), r), n = v.type.dims[d];
+  Value i = b.iota({DType::S64, v.type.dims}, d);
+  Value v_pad = b.splat(hlo::scalar(v.type.dtype), 0), i_pad = b.splat(hlo::scalar(DType::S64), -1);
+  for (int64_t s = 1; s < n; s *= 2) {
+    Dims lo(r, 0), hi(r, 0), start(r, 0);
+    lo[d] = s;
+    Value av = b.slice(b.pad(v, v_pad, lo, hi), start, v.type.dims), ai = b.slice(b.pad(i, i_pad, lo, hi), start, i.type.dims);
+    Value a_nan = b.compare(av, av, Cmp::NE), v_nan = b.compare(v, v, Cmp::NE);
+    Value better = b.or_(b.compare(av, v, is_max ? Cmp::GT : Cmp::LT), b.and_(a_nan, b.unary(Op::Not, v_nan)));
+    // the earlier pair (never padding) wins only when strictly better: among equals the later index stays
+    Value take_a = b.and_(b.compare(ai, b.splat(ai.type, -1), Cmp::NE), better);
+    v = b.select(take_a, av, v);
+    i = b.select(take_a, ai, i);
+  }
+  return {convert(b, v, c.out[0].dtype), convert(b, i, c.out[1].dtype)};
 }
 Values cummax_helper(Ctx& c) { return cum_extreme(c, true); }
 Values cummin_helper(Ctx& c) { return cum_extreme(c, false); }

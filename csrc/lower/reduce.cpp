@@ -264,7 +264,8 @@ Value log_add_exp(Builder& b, Value l, Value r) {
   }
   Value hi = nan_max(b, l, r, true), lo = nan_max(b, l, r, false);
   Value v = b.add(hi, b.unary(Op::Log1p, b.unary(Op::Exp, b.sub(lo, hi))));
-  return b.select(b.compare(lo, k(b, -INFINITY, lo), Cmp::EQ), hi, v);  // also keeps +inf, -inf
+  Value infinite = b.or_(b.compare(lo, k(b, -INFINITY, lo), Cmp::EQ), b.compare(hi, k(b, INFINITY, hi), Cmp::EQ));
+  return b.select(infinite, hi, v);  // -inf + x, and inf + inf (whose difference is NaN)
 }
 Values logcumsumexp(Ctx& c) {
   Value x = input(c);
