@@ -1803,3 +1803,43 @@ def test_cummax_of_a_long_dim_through_torch_compile():
     values, indices = torch.compile(lambda v: torch.cummax(v, 1), backend="tpu")(x.to("tpu"))
     want = torch.cummax(x, 1)
     assert_close((values, indices), tuple(want))
+
+
+def _i(d):
+    return torch.tensor([2, 1, 0], device=d)
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x.index_add_(0, x, x.clone()),
+    lambda x: x.index_add_(0, x.clone(), x),
+    lambda x: x.index_copy_(0, x, x.clone()),
+    lambda x: x.put_(x, x.clone()),
+    lambda x: x.scatter_(0, x, x.clone()),
+    lambda x: x.scatter_(0, x.clone(), x),
+    lambda x: x.scatter_add_(0, x, x.clone()),
+    lambda x: x.scatter_reduce_(0, x.clone(), x, "sum"),
+    lambda x: x.index_fill_(0, x, 5),
+    lambda x: x[:2].index_add_(0, x[1:2].clone(), x[1:2]),
+    # no alias: these run
+    lambda x: x.index_add_(0, x.clone(), x.clone()),
+    lambda x: x.scatter_(0, x.clone(), 3),
+    lambda x: x.masked_scatter_(x > 0, x),
+    lambda x: torch.index_add(x, 0, x.clone(), x.clone(), out=x),
+], ids=["index_add_index", "index_add_source", "index_copy", "put", "scatter_index", "scatter_src", "scatter_add",
+        "scatter_reduce", "index_fill", "index_add_view", "index_add_clones", "scatter_value", "masked_scatter_self",
+        "index_add_out_self"])
+def test_in_place_scatters_refuse_an_index_or_source_aliasing_self(call):
+    same(lambda d: call(_i(d)))
+
+
+def test_put_without_accumulate_is_not_deterministic():
+    def put(d, accumulate):
+        return torch.zeros(3, device=d).put_(torch.tensor([0, 0], device=d), torch.tensor([0., 1.], device=d),
+                                             accumulate=accumulate)
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        same(lambda d: put(d, False))
+        same(lambda d: put(d, True))
+    finally:
+        torch.use_deterministic_algorithms(was)

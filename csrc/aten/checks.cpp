@@ -406,6 +406,10 @@ ArgCheck arg_check_for(const std::string& name) {
                   "dimension ", offsets.dim());
       TORCH_CHECK(weight.dim() == 2, "weight has to be a 2D Tensor, but got Tensor of dimension ", weight.dim());
     };
+  if (base == "put_" || base == "put")  // CPU's and CUDA's alert (writes to one index race)
+    return [](const std::string&, Args args) {
+      if (!args[3].toBool()) at::globalContext().alertNotDeterministic("put_");
+    };
   // unsafe=False: CPU and CUDA read the lengths on the host (a sync), as normal's std check
   if (base == "segment_reduce")
     return [](const std::string&, Args args) {

@@ -34,7 +34,7 @@ c10::TypeKind kind_of(const c10::TypePtr& t) {
 }
 
 bool data_dependent(const std::string& name);
-enum class Overlap : uint8_t { Checked, Gathers, Unchecked };
+enum class Overlap : uint8_t { Checked, Gathers, Scatters, Unchecked };
 Overlap overlap_rule(const std::string& name);
 bool reads_index_lists(const std::string& name);
 
@@ -466,25 +466,30 @@ struct Mutated {
 };
 
 // CPU's memory-overlap rules for written tensors (TensorIterator's): no element written twice, and no
-// written tensor partly overlapping an input (the same tensor is fine, except for the ops that gather).
+// written tensor partly overlapping an input (the same tensor is fine, except for the ops that gather, and
+// for the in-place ops that scatter into self: no other argument may alias self at all).
 // threshold_, zero_ and fill_ with a Python scalar check nothing (an expanded tensor takes the same value at each
 // of its aliases).
 Overlap overlap_rule(const std::string& name) {
   static const std::set<std::string> gather = {"cat", "take", "masked_select", "kthvalue", "index_select", "gather"};
+  static const std::set<std::string> scatter = {"index_add_", "index_copy_", "index_fill_", "index_put_",
+                                                "_index_put_impl_", "put_", "scatter_", "scatter_add_", "scatter_reduce_"};
   std::string base = name.substr(0, name.find('.'));
   if (base == "threshold" || base == "threshold_" || name == "zero_" || name == "fill_.Scalar") return Overlap::Unchecked;
-  return gather.count(base) ? Overlap::Gathers : Overlap::Checked;
+  return gather.count(base) ? Overlap::Gathers : scatter.count(base) ? Overlap::Scatters : Overlap::Checked;
 }
 
 void check_overlap(Overlap rule, const Mutated& m) {
   if (rule == Overlap::Unchecked) return;
-  bool gather = rule == Overlap::Gathers;
+  bool disjoint = rule == Overlap::Gathers || rule == Overlap::Scatters;
   for (const auto* written : {&m.self, &m.out})
     for (const at::Tensor& w : *written) {
       at::assert_no_internal_overlap(w);
-      for (const at::Tensor& t : m.read)
-        if (gather) at::assert_no_overlap(w, t);
+      for (size_t k = rule == Overlap::Scatters; k < m.read.size(); ++k) {  // (a scatter's read[0] is self)
+        const at::Tensor& t = m.read[k];
+        if (disjoint) at::assert_no_overlap(w, t);
         else if (!t.is_same(w)) at::assert_no_partial_overlap(w, t);
+      }
     }
 }
 
