@@ -627,6 +627,32 @@ def test_channels_last_network_keeps_its_layout_through_backward():
         torch.testing.assert_close(tpu.cpu(), cpu, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("call", [
+    lambda x, out: torch.add(x.t(), 1, out=out),
+    lambda x, out: torch.neg(x.t(), out=out),
+    lambda x, out: torch.mul(x.reshape(2, 3, 2, 2).contiguous(memory_format=CL), 2, out=out),
+    lambda x, out: torch.where(x.t() > 1, x.t(), x.t().neg(), out=out),
+    lambda x, out: torch.add(x.t().half(), 1, out=out),                    # cast into a wider out
+    lambda x, out: torch.sum(x.reshape(2, 3, 2, 2).contiguous(memory_format=CL), 1, out=out),  # not pointwise
+    lambda x, out: torch.mm(x.t(), x, out=out),
+], ids=["add_t", "neg_t", "mul_cl", "where_t", "add_half_t", "sum_cl", "mm_t"])
+@pytest.mark.parametrize("out_numel", [0, 5, 12])
+def test_out_resized_takes_the_result_layout(call, out_numel):
+    # an out tensor of another shape is resized to the layout TensorIterator gives the result; one of the
+    # right shape keeps its own
+    def run(d):
+        x = torch.arange(24, dtype=torch.float32, device=d).reshape(6, 4).div(7)
+        out = torch.empty(out_numel, device=d)
+        if out_numel == 12:
+            out = out.view(4, 3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return call(x, out)
+    cpu, tpu = run("cpu"), run("tpu")
+    assert tpu.stride() == cpu.stride()
+    torch.testing.assert_close(tpu.cpu(), cpu, rtol=1e-5, atol=1e-5)
+
+
 # ------------------------------------------------------------- out= of a wider dtype: computed in the inputs' dtype
 def half(d):
     return torch.tensor([33000.0, 1.5, -2.0], dtype=torch.float16, device=d)
@@ -1841,5 +1867,22 @@ def test_put_without_accumulate_is_not_deterministic():
     try:
         same(lambda d: put(d, False))
         same(lambda d: put(d, True))
+    finally:
+        torch.use_deterministic_algorithms(was)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.complex64, torch.bool])
+def test_deterministic_resize_fills_the_new_elements(dtype):
+    def grow(d):  # the kept elements keep their values; the new ones read as NaN (integers: their maximum)
+        x = torch.tensor([1, 0], device=d, dtype=dtype)
+        x.resize_(5)
+        y = torch.ones(4, device=d, dtype=dtype)
+        y.resize_(2)
+        y.resize_(4)  # within the old storage: nothing new to fill
+        return x, y
+    was = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        same(grow)
     finally:
         torch.use_deterministic_algorithms(was)

@@ -383,12 +383,19 @@ void check_out_dtypes_like_cpu(const c10::OperatorHandle& op, const std::string&
   accept();
 }
 
+// A layout other than the contiguous one that a result can be created in.
+bool dense_permuted(const at::Tensor& t) {
+  return t.is_non_overlapping_and_dense() && t.strides() != c10::contiguous_strides(t.sizes());
+}
+
 // out= of a pointwise op (TensorIterator's) computes in the dtype of its inputs, the functional op's result
 // dtype, and only then casts into out: add(f16, f16, out=f64) overflows as in f16. (Reductions, cumsum:
 // out's dtype is the computation's, as the out= meta kernel says.) The cast is the copy into out.
-void pointwise_out_compute_types(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                                 std::vector<hlo::TensorType>& types) {
-  if (!op.hasTag(at::Tag::pointwise)) return;
+// An out tensor that gets resized takes the functional result's layout, as TensorIterator gives it.
+void pointwise_out_like_functional(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
+                                 std::vector<hlo::TensorType>& types, std::vector<hlo::Dims>& strides,
+                                 const std::vector<at::Tensor>& out) {
+  if (!op.hasTag(at::Tag::pointwise) && op.schema().name() != "aten::where") return;  // (where.self_out lacks the tag)
   auto functional = functional_of(op);
   if (!functional) return;
   torch::jit::Stack meta;
@@ -402,7 +409,11 @@ void pointwise_out_compute_types(const c10::OperatorHandle& op, c10::ArrayRef<c1
   std::vector<at::Tensor> natural;
   for (const c10::IValue& v : meta) flatten(v, natural);
   if (natural.size() != types.size()) return;
-  for (size_t k = 0; k < types.size(); ++k) types[k].dtype = to_dtype(natural[k].scalar_type());
+  for (size_t k = 0; k < types.size(); ++k) {
+    types[k].dtype = to_dtype(natural[k].scalar_type());
+    if (k < out.size() && out[k].sizes() != natural[k].sizes() && dense_permuted(natural[k]))
+      strides[k] = natural[k].strides().vec();
+  }
 }
 
 // A Tensor?[] argument. The TorchScript interpreter passes one as a GenericList (List[Optional[Tensor]]),
@@ -760,10 +771,8 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     // input's); out= results are copied into the out tensors' own layout
     std::vector<hlo::Dims> strides;
     for (const at::Tensor& t : outs)
-      strides.push_back(m.out.empty() && t.is_non_overlapping_and_dense() && t.strides() != c10::contiguous_strides(t.sizes())
-                            ? t.strides().vec()
-                            : hlo::Dims{});
-    if (!m.out.empty()) pointwise_out_compute_types(op, args, types);
+      strides.push_back(m.out.empty() && dense_permuted(t) ? t.strides().vec() : hlo::Dims{});
+    if (!m.out.empty()) pointwise_out_like_functional(op, args, types, strides, m.out);
     if (entry.fix_results) entry.fix_results(args, outs, types, strides);
     return Results(std::move(types), std::move(strides));
   };
@@ -789,7 +798,11 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     check_read_write_shapes(m, results);
     if (entry.keeps_out_shape) fit_sequence_out(entry.name, m.out[0], results[0]);
     bool resized = false;
-    for (size_t k = 0; k < m.out.size(); ++k) resized |= at::native::resize_output(m.out[k], results[k].sizes());
+    for (size_t k = 0; k < m.out.size(); ++k)
+      if (at::native::resize_output(m.out[k], results[k].sizes())) {
+        resized = true;
+        if (!results[k].is_contiguous()) m.out[k].as_strided_(results[k].sizes(), results[k].strides());
+      }
     if (resized) check_overlap(entry.overlap, m);  // as CPU, which checks the resized out tensors
     for (size_t k = 0; k < m.out.size(); ++k) {
       Storage& st = storage_of(m.out[k]);

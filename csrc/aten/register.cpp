@@ -2,6 +2,7 @@
 // (the fallback); the few ops here are storage and view plumbing PyTorch needs from any backend.
 #include <ATen/EmptyTensor.h>
 #include <ATen/native/TensorFactories.h>
+#include <ATen/native/ResizeCommon.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/eq.h>
 #include <ATen/ops/ne.h>
@@ -69,7 +70,11 @@ const at::Tensor& resize(const at::Tensor& self, c10::IntArrayRef size, std::opt
   if (format && *format != c10::MemoryFormat::Preserve) impl->empty_tensor_restride(*format);
   size_t nbytes = at::detail::computeStorageNbytes(size, impl->strides(), self.dtype().itemsize(),
                                                     impl->storage_offset());
-  if (nbytes > self.storage().nbytes()) at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(self.storage(), nbytes);
+  int64_t old_nbytes = static_cast<int64_t>(self.storage().nbytes());
+  if (nbytes <= static_cast<size_t>(old_nbytes)) return self;
+  at::detail::getPrivateUse1Hooks().resizePrivateUse1Bytes(self.storage(), nbytes);
+  if (at::globalContext().deterministicAlgorithms() && at::globalContext().deterministicFillUninitializedMemory())
+    at::native::fill_resize_deterministic_(self, old_nbytes);
   return self;
 }
 
