@@ -1871,6 +1871,28 @@ def test_put_without_accumulate_is_not_deterministic():
         torch.use_deterministic_algorithms(was)
 
 
+
+def test_is_set_to_compares_storage_and_geometry():
+    x = torch.arange(4, device="tpu")
+    assert x.is_set_to(x.view(4)) and x.is_set_to(x)
+    assert not x.is_set_to(x[1:]) and not x.is_set_to(x.clone()) and not x.is_set_to(x.view(2, 2))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: x.__ilshift__(2),
+    lambda x: x.__irshift__(1),
+    lambda x: x.__ilshift__(torch.tensor([1, 0, 2, 3], device=x.device)),
+    lambda x: x.__irshift__(torch.tensor(1, device=x.device)),
+    lambda x: x.float().__ilshift__(1),                                   # CPU's NotImplementedError
+], ids=["ilshift", "irshift", "ilshift_tensor", "irshift_0d", "float"])
+def test_in_place_shift_operators(call):
+    def run(d):
+        x = torch.tensor([5, -3, 7, 1], device=d)
+        y = call(x)
+        assert y is x or y.dtype != x.dtype
+        return x
+    same(run)
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.complex64, torch.bool])
 def test_deterministic_resize_fills_the_new_elements(dtype):
     def grow(d):  # the kept elements keep their values; the new ones read as NaN (integers: their maximum)

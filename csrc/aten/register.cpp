@@ -5,6 +5,7 @@
 #include <ATen/native/ResizeCommon.h>
 #include <ATen/ops/all.h>
 #include <ATen/ops/eq.h>
+#include <ATen/ops/is_set_to_native.h>
 #include <ATen/ops/ne.h>
 #include <ATen/ops/nonzero_static.h>
 #include <ATen/ops/sum.h>
@@ -174,6 +175,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from_and_resize", copy_from_and_resize);
   m.impl("_local_scalar_dense", local_scalar_dense);
   m.impl("equal", equal);
+  m.impl("is_set_to", at::native::is_set_to);
   m.impl("nonzero", nonzero_counted);
   m.impl("cat", torch::CppFunction::makeFromBoxedFunction<&cat>());  // growing sequences: append.cpp
   m.impl("nonzero.out", nonzero_out);

@@ -795,10 +795,10 @@ Register r({
      "__xor__.Tensor|__xor__.Scalar", bitwise_xor},
     {"bitwise_left_shift.Tensor|bitwise_left_shift.Tensor_Scalar|bitwise_left_shift.Scalar_Tensor|"
      "bitwise_left_shift.Tensor_out|bitwise_left_shift.Tensor_Scalar_out|bitwise_left_shift.Scalar_Tensor_out|"
-     "__lshift__.Tensor|__lshift__.Scalar", shift_left},
+     "__lshift__.Tensor|__lshift__.Scalar|__ilshift__.Tensor|__ilshift__.Scalar", shift_left},
     {"bitwise_right_shift.Tensor|bitwise_right_shift.Tensor_Scalar|bitwise_right_shift.Scalar_Tensor|"
      "bitwise_right_shift.Tensor_out|bitwise_right_shift.Tensor_Scalar_out|bitwise_right_shift.Scalar_Tensor_out|"
-     "__rshift__.Tensor|__rshift__.Scalar", shift_right},
+     "__rshift__.Tensor|__rshift__.Scalar|__irshift__.Tensor|__irshift__.Scalar", shift_right},
     {"xlogy.Tensor|xlogy.Scalar_Self|xlogy.Scalar_Other|xlogy.OutTensor|xlogy.OutScalar_Self|xlogy.OutScalar_Other",
      xlogy},
     {"hypot|hypot.out", hypot}, {"copysign.Tensor|copysign.Scalar|copysign.out|copysign.Scalar_out", copysign},
