@@ -1846,14 +1846,20 @@ def _i(d):
     lambda x: x.scatter_reduce_(0, x.clone(), x, "sum"),
     lambda x: x.index_fill_(0, x, 5),
     lambda x: x[:2].index_add_(0, x[1:2].clone(), x[1:2]),
+    lambda x: x.index_put_((x,), torch.tensor(1, device=x.device)),
+    lambda x: x.__setitem__(x[:2], 2),
+    lambda x: torch.ops.aten.index.Tensor_out(x, [x.clone()], out=x),
     # no alias: these run
     lambda x: x.index_add_(0, x.clone(), x.clone()),
     lambda x: x.scatter_(0, x.clone(), 3),
     lambda x: x.masked_scatter_(x > 0, x),
     lambda x: torch.index_add(x, 0, x.clone(), x.clone(), out=x),
+    lambda x: x.index_put_((x.clone(),), torch.tensor(1, device=x.device)),
+    lambda x: torch.ops.aten.index.Tensor_out(x, [x], out=x.clone()),
 ], ids=["index_add_index", "index_add_source", "index_copy", "put", "scatter_index", "scatter_src", "scatter_add",
-        "scatter_reduce", "index_fill", "index_add_view", "index_add_clones", "scatter_value", "masked_scatter_self",
-        "index_add_out_self"])
+        "scatter_reduce", "index_fill", "index_add_view", "index_put_index", "setitem_index", "index_out_self",
+        "index_add_clones", "scatter_value", "masked_scatter_self", "index_add_out_self", "index_put_clone",
+        "index_out"])
 def test_in_place_scatters_refuse_an_index_or_source_aliasing_self(call):
     same(lambda d: call(_i(d)))
 

@@ -296,6 +296,9 @@ torch::jit::Stack results_like_cpu(const c10::OperatorHandle& op, c10::ArrayRef<
 void flatten(const c10::IValue& v, std::vector<at::Tensor>& out) {
   if (v.isTensor()) { if (v.toTensor().defined()) out.push_back(v.toTensor()); }  // undefined: an optional return
   else if (v.isTensorList()) for (const at::Tensor& t : v.toTensorVector()) out.push_back(t);
+  else if (v.isList())  // Tensor?[] (index lists)
+    for (const c10::IValue& e : v.toListRef())
+      if (e.isTensor() && e.toTensor().defined()) out.push_back(e.toTensor());
 }
 
 // The functional overload of an out= op: the one of the same name whose arguments are the out= op's
@@ -482,7 +485,8 @@ struct Mutated {
 // threshold_, zero_ and fill_ with a Python scalar check nothing (an expanded tensor takes the same value at each
 // of its aliases).
 Overlap overlap_rule(const std::string& name) {
-  static const std::set<std::string> gather = {"cat", "take", "masked_select", "kthvalue", "index_select", "gather"};
+  static const std::set<std::string> gather = {"cat", "take", "masked_select", "kthvalue", "index_select", "gather",
+                                               "index"};
   static const std::set<std::string> scatter = {"index_add_", "index_copy_", "index_fill_", "index_put_",
                                                 "_index_put_impl_", "put_", "scatter_", "scatter_add_", "scatter_reduce_"};
   std::string base = name.substr(0, name.find('.'));
