@@ -1899,6 +1899,32 @@ def test_in_place_shift_operators(call):
         return x
     same(run)
 
+
+@pytest.mark.parametrize("call", [
+    lambda x, d: x.masked_fill_(torch.tensor([[True, False, True]] * 4, device=d), 2.),
+    lambda x, d: x.masked_fill_(torch.tensor([[True], [False], [False], [False]], device=d), 2.),  # one row
+    lambda x, d: x.masked_fill_(torch.tensor([False, True, False], device=d), torch.tensor(-1, device=d)),
+    lambda x, d: x.index_fill_(1, torch.tensor([0, 2], device=d), 3.),
+    lambda x, d: x.index_fill_(0, torch.tensor([3], device=d), 3.),
+    lambda x, d: x.index_put_((torch.tensor([1], device=d),), torch.tensor(5., device=d)),
+    lambda x, d: x.index_put_((torch.tensor([1, 2, 2], device=d),), torch.tensor([1., 2., 4.], device=d),
+                              accumulate=True),                          # each aliased element adds all
+    lambda x, d: x.index_put_((torch.tensor([0, 3], device=d), torch.tensor([2, 0], device=d)),
+                              torch.tensor([7., 8.], device=d)),
+    lambda x, d: x.__setitem__(torch.tensor([True, False, True, False], device=d), 9.),
+    lambda x, d: x.__setitem__((slice(None), torch.tensor([1], device=d)), 6.),
+], ids=["masked_fill", "masked_fill_one_row", "masked_fill_tensor", "index_fill", "index_fill_rows", "index_put",
+        "index_put_accumulate", "index_put_pairs", "setitem_mask", "setitem_column"])
+def test_writes_into_an_expanded_self_warn_and_write_the_selected_elements(call):
+    def run(d):
+        base = torch.arange(3, device=d, dtype=torch.float32).unsqueeze(0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            call(base.expand(4, 3), d)
+        assert any("on expanded tensors is deprecated" in str(w.message) for w in caught)
+        return base
+    same(run)
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.int32, torch.complex64, torch.bool])
 def test_deterministic_resize_fills_the_new_elements(dtype):
     def grow(d):  # the kept elements keep their values; the new ones read as NaN (integers: their maximum)

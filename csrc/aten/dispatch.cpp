@@ -508,6 +508,36 @@ void check_overlap(Overlap rule, const Mutated& m) {
     }
 }
 
+// CPU and CUDA only warn when masked_fill_, index_fill_ or index_put_ write an expanded self: each selected
+// element writes its storage element (the last write wins; index_put_'s accumulate adds them all). Here that
+// is an index_put_ of the selected positions into the whole storage, seen as one flat tensor.
+bool write_expanded_self(const std::string& name, torch::jit::Stack* stack, size_t n) {
+  std::string base = name.substr(0, name.find('.'));
+  bool index_put = base == "index_put_" || base == "_index_put_impl_";
+  if (!index_put && base != "masked_fill_" && base != "index_fill_") return false;
+  auto args = torch::jit::last(*stack, n);
+  at::Tensor self = args[0].toTensor();
+  if (at::has_internal_overlap(self) != at::MemOverlap::Yes) return false;
+  TORCH_WARN("Use of ", index_put ? "index_put_" : base, " on expanded tensors is deprecated. Please clone() the tensor ",
+             "before performing this operation. This also applies to advanced indexing e.g. ",
+             index_put ? "tensor[indices] = tensor" : "tensor[mask] = scalar");
+  int64_t numel = static_cast<int64_t>(self.storage().nbytes()) / self.dtype().itemsize();
+  at::Tensor flat = at::empty({0}, self.options()).set_(self.storage(), 0, {numel}, {1});
+  at::Tensor where = at::arange(numel, self.options().dtype(at::kLong)).as_strided(self.sizes(), self.strides(),
+                                                                                  self.storage_offset());
+  const c10::IValue& value = args[index_put ? 2 : base == "index_fill_" ? 3 : 2];
+  at::Tensor positions = base == "masked_fill_" ? where.masked_select(args[1].toTensor())
+                         : index_put            ? where.index(optional_tensor_list(args[1]))
+                                                : where.index_select(args[1].toInt(), args[2].toTensor());
+  at::Tensor values = value.isTensor() ? value.toTensor() : at::scalar_tensor(value.toScalar(), self.options());
+  if (!index_put) values = values.to(self.scalar_type());
+  flat.index_put_({positions.reshape(-1)}, values.expand(positions.sizes()).reshape(-1),
+                  index_put && args[3].toBool());
+  torch::jit::drop(*stack, n);
+  torch::jit::push(*stack, self);
+  return true;
+}
+
 // An out= tensor that is also read (x.op_(y) as op(x, y, out=x)) cannot be resized to the broadcast shape.
 void check_read_write_shapes(const Mutated& m, const std::vector<at::Tensor>& results) {
   for (size_t k = 0; k < m.out.size() && k < results.size(); ++k)
@@ -685,6 +715,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (entry.complex_rejection) reject_complex(*entry.complex_rejection, name, args.slice(0, n - entry.out_args));
   if (entry.check_args) entry.check_args(name, args);
   if (launch_blocking()) check_bounds(name, args);
+  if (write_expanded_self(name, stack, n)) return;
 
   OpCall call;
   call.name = name;
