@@ -37,6 +37,7 @@ bool data_dependent(const std::string& name);
 enum class Overlap : uint8_t { Checked, Gathers, Scatters, Unchecked };
 Overlap overlap_rule(const std::string& name);
 bool reads_index_lists(const std::string& name);
+bool fills_selected_elements(const std::string& name);
 
 // What dispatch needs to know of an operator, worked out at its first call, so that a cached call does
 // no name building, rule lookup or string comparison.
@@ -48,7 +49,7 @@ struct OpEntry {
   ArgCheck check_args = nullptr;
   const ComplexRejection* complex_rejection = nullptr;
   size_t out_args = 0;  // trailing keyword-only arguments written to (out=)
-  bool data_dependent = false, index_lists = false;
+  bool data_dependent = false, index_lists = false, fills_selected = false;
   Overlap overlap = Overlap::Checked;
   bool typed_params = false;  // a ScalarType or Layout parameter, or a conversion to a sparse layout
   bool grad_like_input = false;  // a backward without any meta kernel: the gradient is like argument 1
@@ -66,6 +67,7 @@ struct OpEntry {
     data_dependent = aten::data_dependent(name);
     overlap = overlap_rule(name);
     index_lists = reads_index_lists(name);
+    fills_selected = fills_selected_elements(name);
     typed_params = base.find("to_sparse_") != std::string::npos;
     grad_like_input = aten::grad_like_input(name);
     keeps_out_shape = aten::keeps_out_shape(name);
@@ -396,8 +398,8 @@ bool dense_permuted(const at::Tensor& t) {
 // out's dtype is the computation's, as the out= meta kernel says.) The cast is the copy into out.
 // An out tensor that gets resized takes the functional result's layout, as TensorIterator gives it.
 void pointwise_out_like_functional(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
-                                 std::vector<hlo::TensorType>& types, std::vector<hlo::Dims>& strides,
-                                 const std::vector<at::Tensor>& out) {
+                                   std::vector<hlo::TensorType>& types, std::vector<hlo::Dims>& strides,
+                                   const std::vector<at::Tensor>& out) {
   if (!op.hasTag(at::Tag::pointwise) && op.schema().name() != "aten::where") return;  // (where.self_out lacks the tag)
   auto functional = functional_of(op);
   if (!functional) return;
@@ -508,13 +510,17 @@ void check_overlap(Overlap rule, const Mutated& m) {
     }
 }
 
+bool fills_selected_elements(const std::string& name) {
+  std::string base = name.substr(0, name.find('.'));
+  return base == "masked_fill_" || base == "index_fill_" || base == "index_put_" || base == "_index_put_impl_";
+}
+
 // CPU and CUDA only warn when masked_fill_, index_fill_ or index_put_ write an expanded self: each selected
 // element writes its storage element (the last write wins; index_put_'s accumulate adds them all). Here that
 // is an index_put_ of the selected positions into the whole storage, seen as one flat tensor.
 bool write_expanded_self(const std::string& name, torch::jit::Stack* stack, size_t n) {
   std::string base = name.substr(0, name.find('.'));
   bool index_put = base == "index_put_" || base == "_index_put_impl_";
-  if (!index_put && base != "masked_fill_" && base != "index_fill_") return false;
   auto args = torch::jit::last(*stack, n);
   at::Tensor self = args[0].toTensor();
   if (at::has_internal_overlap(self) != at::MemOverlap::Yes) return false;
@@ -715,7 +721,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   if (entry.complex_rejection) reject_complex(*entry.complex_rejection, name, args.slice(0, n - entry.out_args));
   if (entry.check_args) entry.check_args(name, args);
   if (launch_blocking()) check_bounds(name, args);
-  if (write_expanded_self(name, stack, n)) return;
+  if (entry.fills_selected && write_expanded_self(name, stack, n)) return;
 
   OpCall call;
   call.name = name;
