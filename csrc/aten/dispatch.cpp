@@ -50,6 +50,7 @@ struct OpEntry {
   const ComplexRejection* complex_rejection = nullptr;
   size_t out_args = 0;  // trailing keyword-only arguments written to (out=)
   bool data_dependent = false, index_lists = false, fills_selected = false;
+  bool pointwise = false;  // TensorIterator's out= rules (where.self_out lacks the tag its functional form has)
   Overlap overlap = Overlap::Checked;
   bool typed_params = false;  // a ScalarType or Layout parameter, or a conversion to a sparse layout
   bool grad_like_input = false;  // a backward without any meta kernel: the gradient is like argument 1
@@ -68,6 +69,7 @@ struct OpEntry {
     overlap = overlap_rule(name);
     index_lists = reads_index_lists(name);
     fills_selected = fills_selected_elements(name);
+    pointwise = h.hasTag(at::Tag::pointwise) || base == "where";
     typed_params = base.find("to_sparse_") != std::string::npos;
     grad_like_input = aten::grad_like_input(name);
     keeps_out_shape = aten::keeps_out_shape(name);
@@ -400,7 +402,6 @@ bool dense_permuted(const at::Tensor& t) {
 void pointwise_out_like_functional(const c10::OperatorHandle& op, c10::ArrayRef<c10::IValue> args,
                                    std::vector<hlo::TensorType>& types, std::vector<hlo::Dims>& strides,
                                    const std::vector<at::Tensor>& out) {
-  if (!op.hasTag(at::Tag::pointwise) && op.schema().name() != "aten::where") return;  // (where.self_out lacks the tag)
   auto functional = functional_of(op);
   if (!functional) return;
   torch::jit::Stack meta;
@@ -813,7 +814,7 @@ void dispatch(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     std::vector<hlo::Dims> strides;
     for (const at::Tensor& t : outs)
       strides.push_back(m.out.empty() && dense_permuted(t) ? t.strides().vec() : hlo::Dims{});
-    if (!m.out.empty()) pointwise_out_like_functional(op, args, types, strides, m.out);
+    if (!m.out.empty() && entry.pointwise) pointwise_out_like_functional(op, args, types, strides, m.out);
     if (entry.fix_results) entry.fix_results(args, outs, types, strides);
     return Results(std::move(types), std::move(strides));
   };
