@@ -742,19 +742,25 @@ Values isfinite(Ctx& c) {
   if (!is_float(x.type.dtype)) return {c.b.compare(x, x, Cmp::EQ)};
   return {c.b.unary(Op::IsFinite, x)};
 }
+// A complex value has its real and imaginary parts replaced separately, by values of the part type (as CPU).
 Values nan_to_num(Ctx& c) {
-  if (!is_float(c.out[0].dtype)) return {convert(c.b, c.v(0), c.out[0].dtype)};
+  const TensorType& o = c.out[0];
+  bool cplx = is_complex(o.dtype);
+  if (!is_float(o.dtype) && !cplx) return {convert(c.b, c.v(0), o.dtype)};
+  DType part = cplx ? real_part(o.dtype) : o.dtype, t = compute_type(part);
+  double big = part == DType::F16 ? 65504.0 : part == DType::BF16 ? 3.3895313892515355e38
+             : part == DType::F64 ? 1.79769313486231570e308 : 3.4028234663852886e38;
+  auto k = [&](size_t i, double d) { return c.has(i) ? operand(c, i, t, o.dims) : c.b.splat({t, o.dims}, d); };
+  Value nan = k(1, 0), pos = k(2, big), neg = k(3, -big), inf = c.b.splat({t, o.dims}, INFINITY);
+  auto replace = [&](Value x) {
+    Value y = c.b.select(is_nan(c.b, x), nan, x);
+    y = c.b.select(cmp(c.b, x, Cmp::EQ, inf), pos, y);
+    return c.b.select(cmp(c.b, x, Cmp::EQ, c.b.unary(Op::Neg, inf)), neg, y);
+  };
   Value x = operand(c, 0);
-  DType t = c.out[0].dtype;
-  double big = t == DType::F16 ? 65504.0 : t == DType::BF16 ? 3.3895313892515355e38
-             : t == DType::F64 ? 1.79769313486231570e308 : 3.4028234663852886e38;
-  auto k = [&](size_t i, double d) { return c.has(i) ? operand(c, i) : K(c.b, x, d); };
-  Value nan = k(1, 0), pos = k(2, big), neg = k(3, -big);
-  Value inf = K(c.b, x, INFINITY);
-  Value y = c.b.select(is_nan(c.b, x), nan, x);
-  y = c.b.select(cmp(c.b, x, Cmp::EQ, inf), pos, y);
-  y = c.b.select(cmp(c.b, x, Cmp::EQ, c.b.unary(Op::Neg, inf)), neg, y);
-  return {result(c, y)};
+  if (!cplx) return {result(c, replace(x))};
+  Value re = replace(c.b.unary(Op::Real, x)), im = replace(c.b.unary(Op::Imag, x));
+  return {result(c, c.b.binary(Op::Complex, re, im))};
 }
 
 Register r({
