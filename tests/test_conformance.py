@@ -1264,7 +1264,8 @@ def test_complex_pow_special_values():
 def test_complex_atan_atanh_poles_and_infinities(fn):
     # as C's catan / catanh: +-i inf at atan's poles +-i (atanh's +-1), +-pi/2 towards infinity
     z = torch.tensor([1j, -1j, 1 + 0j, -1 + 0j, complex(0, INF), complex(INF, INF), complex(INF, 0), complex(-INF, 0),
-                      complex(0, -INF), 1e20 + 1j, -1e20j, 0.5 + 0.3j, -2 + 1j, 0j, complex(-0.0, 2), 1e-30 + 1e-30j],
+                      complex(0, -INF), 1e20 + 1j, -1e20j, 0.5 + 0.3j, -2 + 1j, 0j, complex(-0.0, 2), 1e-30 + 1e-30j,
+                      complex(NAN, INF), complex(NAN, -INF), complex(INF, NAN), complex(-INF, NAN)],
                      dtype=torch.complex128)
     check(lambda t: torch.view_as_real(fn(t)), z, rtol=1e-14, atol=1e-300)
     g = torch.Generator().manual_seed(0)

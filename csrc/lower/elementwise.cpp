@@ -309,7 +309,7 @@ Value scale(Builder& b, Value z, double k) {
 }
 // atan(x + iy) for complex z, as C's catan: Re = atan2(2x, (1 - x)(1 + x) - y^2) / 2,
 // Im = sign(y) log1p(4|y| / (x^2 + (1 - |y|)^2)) / 4 (+-i inf at the poles +-i; |y| keeps log1p's
-// argument positive); far out, +-pi/2 + i y / |z|^2.
+// argument positive); far out, +-pi/2 + i y / |z|^2 (NaN + i y for an infinite y and a NaN x, as C).
 Value complex_atan(Builder& b, Value z) {
   Value x = b.unary(Op::Real, z), y = b.unary(Op::Imag, z), one = K(b, x, 1), ay = b.unary(Op::Abs, y);
   Value re = scale(b, b.binary(Op::Atan2, b.add(x, x), b.sub(b.mul(b.sub(one, x), b.add(one, x)), b.mul(y, y))), 0.5);
@@ -318,7 +318,7 @@ Value complex_atan(Builder& b, Value z) {
   Value a = b.unary(Op::Abs, z);
   Value half_pi = b.select(signbit_of(b, x), K(b, x, -M_PI / 2), K(b, x, M_PI / 2));
   Value far = cmp(b, a, Cmp::GT, K(b, a, 1e18));
-  re = b.select(far, half_pi, re);
+  re = b.select(far, b.select(is_nan(b, x), x, half_pi), re);
   im = b.select(far, b.select(cmp(b, a, Cmp::EQ, K(b, a, INFINITY)), K(b, a, 0), b.div(b.div(ay, a), a)), im);
   return b.binary(Op::Complex, re, with_sign_of(b, im, y));
 }
