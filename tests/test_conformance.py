@@ -1941,3 +1941,22 @@ def test_deterministic_resize_fills_the_new_elements(dtype):
         same(grow)
     finally:
         torch.use_deterministic_algorithms(was)
+
+
+def test_ldexp_scales_by_powers_of_two_beyond_the_mantissa_type():
+    # an integer exponent scales exactly (no power of two is formed in the narrow type), as CPU
+    m = torch.tensor([-2.0, 2.0**-10, 1.5, INF, -INF, NAN, -0.0, 3.0])
+    e = torch.tensor([-25, 20, 3, -160, -30, 4, 7, 13])
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        check(torch.ldexp, m.to(dtype), e)
+    check(torch.ldexp, m.to(torch.float16), e.int())
+    assert torch.ldexp(torch.tensor([2.0**-10], dtype=torch.half, device="tpu"),
+                       torch.tensor([20], device="tpu")).item() == 1024.0
+    check(torch.ldexp, torch.tensor([3, -1, 0]), torch.tensor([2, 1, 5]))  # integers: float results
+    # complex: CPU forms 2^other as a complex power (inexact, NaN for infinite parts); finite values agree
+    check(torch.ldexp, torch.complex(m[:3], m[-3:]).to(torch.complex128), e[:3], rtol=1e-14, atol=0)
+    # a floating exponent: self * 2^other, with gradients
+    check(torch.ldexp, torch.randn(4, 3, dtype=torch.float64), torch.randn(3, dtype=torch.float64), grad=True)
+    x = torch.tensor([1.0, 2.0, 3.0], device="tpu")
+    x.ldexp_(torch.tensor([1, 2, 3], device="tpu"))
+    assert x.cpu().tolist() == [2.0, 8.0, 24.0]

@@ -602,6 +602,25 @@ Values xlogy(Ctx& c) {  // 0 where x == 0 (unless y is NaN)
   Value r = b.select(cmp(b, x, Cmp::EQ, K(b, x, 0)), K(b, x, 0), b.mul(x, b.unary(Op::Log, y)));
   return {result(c, b.select(is_nan(b, y), y, r))};
 }
+// self * 2^other. An integer exponent scales exactly, by 2^(other/2) twice in the compute type: a power of
+// two beyond the type's range (inf * 2^-160, 2^-10 * 2^20 in half) is never formed, as in CPU's ldexp.
+// A floating or complex exponent gives self * pow(2, other) with the power rounded to the result type, as CPU.
+Values ldexp(Ctx& c) {
+  Builder& b = c.b;
+  Value x = operand(c, 0);
+  if (!is_integral(c.v(1).type.dtype)) {
+    Value e = operand(c, 1);
+    Value p = is_complex(e.type.dtype) ? exp_of(b, scale(b, e, M_LN2)) : b.binary(Op::Power, K(b, e, 2), e);
+    return {result(c, b.mul(x, rounded(c, p)))};
+  }
+  bool cplx = is_complex(x.type.dtype);
+  Value e = operand(c, 1, cplx ? real_part(x.type.dtype) : x.type.dtype, c.out[0].dims);
+  Value half = b.unary(Op::Floor, b.mul(e, K(b, e, 0.5)));
+  Value p = b.binary(Op::Power, K(b, e, 2), half), q = b.binary(Op::Power, K(b, e, 2), b.sub(e, half));
+  auto scaled = [&](Value v) { return b.mul(b.mul(v, p), q); };
+  if (!cplx) return {result(c, scaled(x))};
+  return {result(c, b.binary(Op::Complex, scaled(b.unary(Op::Real, x)), scaled(b.unary(Op::Imag, x))))};
+}
 Values hypot(Ctx& c) {  // m sqrt(1 + (n/m)^2) with m = max(|x|, |y|): no overflow in the squares
   Builder& b = c.b;
   Value ax = b.unary(Op::Abs, operand(c, 0)), ay = b.unary(Op::Abs, operand(c, 1));
@@ -807,7 +826,7 @@ Register r({
      "__rshift__.Tensor|__rshift__.Scalar|__irshift__.Tensor|__irshift__.Scalar", shift_right},
     {"xlogy.Tensor|xlogy.Scalar_Self|xlogy.Scalar_Other|xlogy.OutTensor|xlogy.OutScalar_Self|xlogy.OutScalar_Other",
      xlogy},
-    {"hypot|hypot.out", hypot}, {"copysign.Tensor|copysign.Scalar|copysign.out|copysign.Scalar_out", copysign},
+    {"ldexp.Tensor|ldexp.out", ldexp}, {"hypot|hypot.out", hypot}, {"copysign.Tensor|copysign.Scalar|copysign.out|copysign.Scalar_out", copysign},
     {"heaviside|heaviside.out", heaviside}, {"nextafter|nextafter.out", nextafter},
     {"logaddexp|logaddexp.out", logaddexp}, {"logaddexp2|logaddexp2.out", logaddexp2},
     {"logical_and|logical_and.out", logical_and}, {"logical_or|logical_or.out", logical_or},
