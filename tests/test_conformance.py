@@ -1443,9 +1443,17 @@ def test_foreach_scalar_list_length_checked(op, scalars):
     lambda d: torch.lerp(torch.ones(2, device=d), torch.zeros(2, device=d), 1j),
     lambda d: torch.lerp(torch.ones(2, device=d), torch.zeros(2, device=d), 0.25),
     lambda d: torch._foreach_addcmul([torch.ones(3, device=d)], [torch.ones(2, device=d)], [torch.ones(3, device=d)], [1j]),
+    # a weight or value goes to the opmath type (float for half), which holds 70000; masked_fill's goes to half
+    lambda d: torch.lerp(torch.full((2,), -3e4, dtype=torch.half, device=d), torch.zeros(2, dtype=torch.half, device=d), 7e4),
+    lambda d: torch.ones(2, dtype=torch.half, device=d).addcmul_(torch.ones(2, dtype=torch.half, device=d),
+                                                                  torch.ones(2, dtype=torch.half, device=d), value=7e4),
+    lambda d: torch._foreach_lerp([torch.ones(2, dtype=torch.bfloat16, device=d)], [torch.zeros(2, dtype=torch.bfloat16, device=d)], 7e4),
+    lambda d: torch.lerp(torch.ones(2, dtype=torch.half, device=d), torch.zeros(2, dtype=torch.half, device=d), 1e39),
+    lambda d: torch.ones(2, dtype=torch.half, device=d).masked_fill_(torch.ones(2, dtype=torch.bool, device=d), 7e4),
 ], ids=["foreach_add_complex", "foreach_mul_list", "foreach_add_int_float", "foreach_div_int", "foreach_mul_ok",
         "foreach_add_outplace_ok", "foreach_lerp", "foreach_addcdiv_list", "foreach_addcmul_ok", "addcdiv",
-        "addcmul_", "lerp", "lerp_ok", "foreach_shapes_before_value"])
+        "addcmul_", "lerp", "lerp_ok", "foreach_shapes_before_value", "lerp_half_weight_beyond_half",
+        "addcmul_half_value_beyond_half", "foreach_lerp_bf16", "lerp_half_weight_beyond_float", "masked_fill_half"])
 def test_python_scalars_checked_against_self(call):
     same(call)  # CPU's errors (not a lowering error), or its values
 

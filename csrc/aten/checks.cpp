@@ -4,6 +4,7 @@
 // CPU's warnings; and result types or layouts CPU gives differently (result_fix_for).
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/IndexingUtils.h>
@@ -108,6 +109,8 @@ void check_fits(at::ScalarType t, const c10::IValue& v) {
   } catch (const c10::NotImplementedError&) {  // float8 and wide unsigned types: no conversion check to make
   }
 }
+// lerp's weight and addcmul/addcdiv's value, which CPU's kernels convert to the opmath type (float for half)
+void check_fits_opmath(at::ScalarType t, const c10::IValue& v) { check_fits(at::toOpMathType(t), v); }
 
 // addcdiv's refusal of integer division (bool included, as CPU and CUDA; the meta kernel lets bool through)
 void check_addcdiv_types(const at::Tensor& tensor1, const at::Tensor& tensor2) {
@@ -307,7 +310,7 @@ ArgCheck arg_check_for(const std::string& name) {
         return args[i].isTensor() ? args[i].toTensor().is_complex() : args[i].toScalar().isComplex();
       };
       if (base_of(name) == "addcdiv_") check_addcdiv_types(args[1].toTensor(), args[2].toTensor());
-      if (n == 3) check_fits(self_arg.scalar_type(), args[3]);  // the value, converted to self's type
+      if (n == 3) check_fits_opmath(self_arg.scalar_type(), args[3]);
       if (self_arg.is_complex() || (self_arg.is_floating_point() && !complex_at(1) && (n < 3 || !complex_at(2)))) return;
       at::native::ResultTypeState state;
       for (size_t i = 0; i < n; ++i)
@@ -318,13 +321,12 @@ ArgCheck arg_check_for(const std::string& name) {
     };
   if (base == "masked_fill" || base == "masked_fill_")
     return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[2]); };
-  // a Python scalar that CPU's kernel converts to self's type (a weight, a value)
   if (name == "lerp.Scalar" || name == "lerp_.Scalar" || name == "lerp.Scalar_out")
-    return [](const std::string&, Args args) { check_fits(args[0].toTensor().scalar_type(), args[2]); };
+    return [](const std::string&, Args args) { check_fits_opmath(args[0].toTensor().scalar_type(), args[2]); };
   if (base == "addcmul" || base == "addcdiv")
     return [](const std::string& name, Args args) {
       if (name.rfind("addcdiv", 0) == 0) check_addcdiv_types(args[1].toTensor(), args[2].toTensor());
-      check_fits(args[0].toTensor().scalar_type(), args[3]);
+      check_fits_opmath(args[0].toTensor().scalar_type(), args[3]);
     };
   bool scalar_overload = name.size() > base.size() && (name.substr(base.size()) == ".Scalar" ||
                                                        name.substr(base.size()) == ".ScalarList");
@@ -345,7 +347,7 @@ ArgCheck arg_check_for(const std::string& name) {
           std::vector<at::Tensor> other = args[j].toTensorVector();
           if (i < other.size()) shape = at::infer_size_dimvector(shape, other[i].sizes());
         }
-        check_fits(self[i].scalar_type(), scalar_for(args[k], i));
+        check_fits_opmath(self[i].scalar_type(), scalar_for(args[k], i));
       }
     };
   // a scalar given as a tensor
