@@ -1260,6 +1260,26 @@ def test_complex_pow_special_values():
     check(lambda a: torch.pow(a, 2.5), z)
 
 
+@pytest.mark.parametrize("exponent", [2, 0.5, 2 + 0j, 3, 2.5, -1, -2, -0.5])
+def test_complex_pow_by_a_python_scalar_takes_cpus_shortcuts(exponent):
+    # z ** 2 is z * z, z ** 0.5 sqrt(z), z ** -1 1 / z and so on, as CPU's kernel (not e^(y log z)): they differ
+    # at infinities
+    vals = [0.0, -1.0, 1.0, 2.5, INF, -INF, NAN]
+    z = torch.tensor([complex(a, b) for a in vals for b in vals], dtype=torch.complex128)
+    check(lambda t: torch.view_as_real(t ** exponent), z)
+    check(lambda t: torch.view_as_real(torch.pow(t, exponent)), z.to(torch.complex64))
+    # a 0-d tensor exponent takes the general path on CPU too
+    check(lambda t, e: torch.view_as_real(torch.pow(t, e)), z, torch.tensor(complex(exponent), dtype=torch.complex128))
+
+
+def test_complex_reciprocal_divides_as_cpu():
+    # NumPy's scaled division: 1 / (inf + inf i) is NaN, 1 / 0 is inf + i NaN
+    vals = [0.0, -0.0, 1.0, -2.5, 1e300, INF, -INF, NAN]
+    z = torch.tensor([complex(a, b) for a in vals for b in vals], dtype=torch.complex128)
+    for fn in (torch.reciprocal, torch.rsqrt):
+        check(lambda t: torch.view_as_real(fn(t)), z)
+
+
 @pytest.mark.parametrize("fn", [torch.atan, torch.atanh])
 def test_complex_atan_atanh_poles_and_infinities(fn):
     # as C's catan / catanh: +-i inf at atan's poles +-i (atanh's +-1), +-pi/2 towards infinity

@@ -200,22 +200,24 @@ Value sqrt_of(Builder& b, Value z) {
   return b.select(cmp(b, b.unary(Op::Abs, zi), Cmp::EQ, inf), b.binary(Op::Complex, inf, zi), root);
 }
 Values sqrt_(Ctx& c) { return {result(c, sqrt_of(c.b, operand(c, 0)))}; }
-// complex: 1 / sqrt(z) by CPU's (NumPy's) scaled division, 1 / (p + qi) with r = q / p, s = 1 / (p + q r)
-// = s - i r s where |p| >= |q| (the roles swapped otherwise); so 1 / (inf + inf i) is NaN, as on CPU.
-Values rsqrt(Ctx& c) {
-  Value z = operand(c, 0);
-  if (!is_complex(z.type.dtype)) return {result(c, c.b.unary(Op::Rsqrt, z))};
-  Builder& b = c.b;
-  Value s = sqrt_of(b, z), p = b.unary(Op::Real, s), q = b.unary(Op::Imag, s);
+// 1 / (p + qi) by CPU's (NumPy's) scaled division: with r = q / p, s = 1 / (p + q r), it is s - i r s where
+// |p| >= |q| (the roles swapped otherwise); so 1 / (inf + inf i) is NaN and 1 / 0 is inf + i NaN, as on CPU.
+Value complex_reciprocal(Builder& b, Value z) {
+  Value p = b.unary(Op::Real, z), q = b.unary(Op::Imag, z);
   Value p_major = cmp(b, b.unary(Op::Abs, p), Cmp::GE, b.unary(Op::Abs, q));
   Value big = b.select(p_major, p, q), small = b.select(p_major, q, p);
   Value ratio = b.div(small, big), scale = b.div(K(b, big, 1), b.add(big, b.mul(small, ratio)));
   Value re = b.select(p_major, scale, b.mul(ratio, scale));
   Value im = b.unary(Op::Neg, b.select(p_major, b.mul(ratio, scale), scale));
-  Value zero = b.and_(cmp(b, p, Cmp::EQ, K(b, p, 0)), cmp(b, q, Cmp::EQ, K(b, q, 0)));  // 1 / 0 is inf + i NaN
+  Value zero = b.and_(cmp(b, p, Cmp::EQ, K(b, p, 0)), cmp(b, q, Cmp::EQ, K(b, q, 0)));
   re = b.select(zero, K(b, re, INFINITY), re);
   im = b.select(zero, K(b, im, NAN), im);
-  return {result(c, b.binary(Op::Complex, re, im))};
+  return b.binary(Op::Complex, re, im);
+}
+Values rsqrt(Ctx& c) {
+  Value z = operand(c, 0);
+  if (!is_complex(z.type.dtype)) return {result(c, c.b.unary(Op::Rsqrt, z))};
+  return {result(c, complex_reciprocal(c.b, sqrt_of(c.b, z)))};
 }
 Values tanh_(Ctx& c) { return unary(c, Op::Tanh); }
 Values sigmoid(Ctx& c) { return unary(c, Op::Logistic); }
@@ -273,7 +275,7 @@ Values logical_not(Ctx& c) {
 }
 Values reciprocal(Ctx& c) {
   Value x = operand(c, 0);
-  return {result(c, c.b.div(K(c.b, x, 1), x))};
+  return {result(c, is_complex(x.type.dtype) ? complex_reciprocal(c.b, x) : c.b.div(K(c.b, x, 1), x))};
 }
 Values square(Ctx& c) {
   Value x = operand(c, 0);
@@ -554,8 +556,19 @@ Values pow_(Ctx& c) {
     return {c.b.or_(x, c.b.unary(Op::Not, y))};
   }
   if (is_complex(c.out[0].dtype)) {  // CPU's e^(y log x): 0^y is 0, NaN or inf + i NaN
-    Value x = operand(c, 0);
-    return {result(c, exp_of(c.b, c99_mul(c.b, operand(c, 1), log_of(c.b, x))))};
+    Builder& b = c.b;
+    Value x = operand(c, 0), y = operand(c, 1), r = exp_of(b, c99_mul(b, y, log_of(b, x)));
+    const Arg& exponent = c.arg(1);
+    if (exponent.kind != Arg::Scalar && !(exponent.kind == Arg::Tensor && exponent.i < 0)) return {result(c, r)};
+    // a Python scalar exponent takes CPU's shortcuts (products, sqrt, reciprocals), which differ at infinities
+    Value re = b.unary(Op::Real, y), real = cmp(b, b.unary(Op::Imag, y), Cmp::EQ, K(b, re, 0));
+    auto is = [&](double v) { return b.and_(real, cmp(b, re, Cmp::EQ, K(b, re, v))); };
+    Value square = b.mul(x, x), root = sqrt_of(b, x);
+    std::pair<double, Value> shortcuts[] = {{2, square}, {3, b.mul(square, x)}, {-2, complex_reciprocal(b, square)},
+                                            {0.5, root}, {-0.5, complex_reciprocal(b, root)},
+                                            {-1, complex_reciprocal(b, x)}};
+    for (auto& [v, shortcut] : shortcuts) r = b.select(is(v), shortcut, r);
+    return {result(c, r)};
   }
   const auto& t = info(c.out[0].dtype);
   if (!t.is_int) return binary(c, Op::Power);
