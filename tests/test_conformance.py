@@ -1988,3 +1988,16 @@ def test_ldexp_scales_by_powers_of_two_beyond_the_mantissa_type():
     x = torch.tensor([1.0, 2.0, 3.0], device="tpu")
     x.ldexp_(torch.tensor([1, 2, 3], device="tpu"))
     assert x.cpu().tolist() == [2.0, 8.0, 24.0]
+
+
+@pytest.mark.parametrize("call", [
+    lambda d: torch.ops.aten.reflection_pad1d(torch.randn(3, 3, 10, 10, device=d), (2, 2)),
+    lambda d: torch.ops.aten.replication_pad1d(torch.randn(3, 3, 10, 10, device=d), (2, 2)),
+    lambda d: torch.ops.aten.reflection_pad2d(torch.randn(3, 3, 3, 10, 10, device=d), (2, 2, 2, 2)),
+    lambda d: torch.ops.aten.reflection_pad3d(torch.randn(2, 3, 3, 3, 4, 4, device=d), (1, 1, 1, 1, 1, 1)),
+    lambda d: torch.nn.ReflectionPad2d(2)(torch.randn(3, 0, 10, 10, device=d)),
+    lambda d: torch.nn.ReplicationPad3d(1)(torch.randn(0, 2, 3, 3, 3, device=d)),
+    lambda d: torch.nn.ReflectionPad1d(2)(torch.randn(2, 3, 10, device=d)),
+], ids=["reflect1d_4d", "replicate1d_4d", "reflect2d_5d", "reflect3d_6d", "empty_channels", "empty_batch", "ok"])
+def test_padding_ranks_checked(call):
+    same(call)  # CPU's "Expected 2D or 3D (batch mode) tensor ..." (not a lowering error), or its values

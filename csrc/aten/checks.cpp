@@ -8,11 +8,13 @@
 #include <ATen/native/BinaryOps.h>
 #include <ATen/native/DistributionTemplates.h>
 #include <ATen/native/IndexingUtils.h>
+#include <ATen/native/Padding.h>
 #include <ATen/native/TensorFactories.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <cstring>
 #include <limits>
 #include <unordered_map>
 
@@ -390,6 +392,15 @@ ArgCheck arg_check_for(const std::string& name) {
       TORCH_CHECK_NOT_IMPLEMENTED(!at::isIntegralType(t, /*includeBool=*/true), "\"",
                                   base_of(name).substr(base_of(name)[0] == '_'), "\" not implemented for '", t, "'");
     };
+  // the ranks CPU's pads take: N + 1 or N + 2 dims, only the batch dim may be empty
+  for (const char* kind : {"reflection_pad", "replication_pad"})
+    if (base.rfind(kind, 0) == 0 && base.size() == std::strlen(kind) + 2 && base.back() == 'd') {
+      switch (base[std::strlen(kind)]) {
+        case '1': return [](const std::string&, Args a) { at::native::padding::check_valid_input<1>(a[0].toTensor(), a[1].toIntVector()); };
+        case '2': return [](const std::string&, Args a) { at::native::padding::check_valid_input<2>(a[0].toTensor(), a[1].toIntVector()); };
+        case '3': return [](const std::string&, Args a) { at::native::padding::check_valid_input<3>(a[0].toTensor(), a[1].toIntVector()); };
+      }
+    }
   if (base == "fractional_max_pool3d")  // CPU's and CUDA's kernels check these; the meta kernel does not
     return [](const std::string&, Args args) {
       const at::Tensor &x = args[0].toTensor(), &samples = args[3].toTensor();
