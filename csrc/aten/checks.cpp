@@ -114,6 +114,11 @@ void check_fits(at::ScalarType t, const c10::IValue& v) {
 // lerp's weight and addcmul/addcdiv's value, which CPU's kernels convert to the opmath type (float for half)
 void check_fits_opmath(at::ScalarType t, const c10::IValue& v) { check_fits(at::toOpMathType(t), v); }
 
+template <int N>
+void check_pad_input(const std::string&, c10::ArrayRef<c10::IValue> args) {
+  at::native::padding::check_valid_input<N>(args[0].toTensor(), args[1].toIntVector());
+}
+
 // addcdiv's refusal of integer division (bool included, as CPU and CUDA; the meta kernel lets bool through)
 void check_addcdiv_types(const at::Tensor& tensor1, const at::Tensor& tensor2) {
   TORCH_CHECK(!at::isIntegralType(tensor1.scalar_type(), true) || !at::isIntegralType(tensor2.scalar_type(), true),
@@ -396,9 +401,9 @@ ArgCheck arg_check_for(const std::string& name) {
   for (const char* kind : {"reflection_pad", "replication_pad"})
     if (base.rfind(kind, 0) == 0 && base.size() == std::strlen(kind) + 2 && base.back() == 'd') {
       switch (base[std::strlen(kind)]) {
-        case '1': return [](const std::string&, Args a) { at::native::padding::check_valid_input<1>(a[0].toTensor(), a[1].toIntVector()); };
-        case '2': return [](const std::string&, Args a) { at::native::padding::check_valid_input<2>(a[0].toTensor(), a[1].toIntVector()); };
-        case '3': return [](const std::string&, Args a) { at::native::padding::check_valid_input<3>(a[0].toTensor(), a[1].toIntVector()); };
+        case '1': return check_pad_input<1>;
+        case '2': return check_pad_input<2>;
+        case '3': return check_pad_input<3>;
       }
     }
   if (base == "fractional_max_pool3d")  // CPU's and CUDA's kernels check these; the meta kernel does not

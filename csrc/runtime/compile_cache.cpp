@@ -161,11 +161,13 @@ std::shared_ptr<const Compiled> CompileCache::get(const std::string& program_key
   // on copies of device tensors). Two threads missing the same key both compile; the first one stays.
   Program program = make_program();
   // the thread's overrides come last: an option set there wins
-  // Random draws of any size skip the fusion emitters too: they expand ThreeFry into a loop that those
-  // compile 5-10x slower (0.7 s for rand(5000)) and run no faster.
+  // A random op's own program (a few KB of text) skips the fusion emitters at any size: they expand ThreeFry
+  // into a loop that those compile 5-10x slower (0.7 s for rand(5000)) and run no faster. A fused graph
+  // with a dropout in it keeps them.
   constexpr int64_t kSmallElements = 256, kMediumElements = 4096;
+  constexpr size_t kDrawProgramChars = 8192;
   int64_t largest = small_program_options_.empty() ? -1 : largest_tensor(program.text);
-  bool draws = program.text.find("rng_bit_generator") != std::string::npos;
+  bool draws = program.text.size() <= kDrawProgramChars && program.text.find("rng_bit_generator") != std::string::npos;
   std::string size_options = largest < 0                          ? std::string()
                              : largest <= kSmallElements           ? small_program_options_
                              : largest <= kMediumElements || draws ? medium_program_options_
