@@ -224,6 +224,25 @@ def test_inference_under_no_grad_and_autocast():
     torch.testing.assert_close(out.cpu(), f(lin, x), rtol=2e-2, atol=2e-2)  # bf16 matmul vs CPU's bf16
 
 
+def test_edge_value_lowerings_match_cpu():
+    # compiled graphs reuse each op's lowering: ldexp's exact scaling, complex nan_to_num, pow's shortcuts
+    def f(m, e, z):
+        return torch.ldexp(m, e), torch.nan_to_num(z), z ** 2, F.pad(m.float().view(1, 2, 4), (2, 2), mode="reflect")
+
+    inf, nan = float("inf"), float("nan")
+    m = torch.tensor([2.0 ** -10, -2.0, 1.5, inf, 3.0, 0.5, -0.0, 1.0], dtype=torch.half)
+    e = torch.tensor([20, -25, 3, -160, 1, 2, 3, 4])
+    z = torch.tensor([complex(-1, inf), complex(nan, 2), complex(inf, -inf), 1 + 2j], dtype=torch.complex128)
+    g = torch.compile(f, backend="tpu")
+    for _ in range(2):
+        out = g(tpu(m), tpu(e), tpu(z))
+    for a, b in zip(out, f(m, e, z)):
+        a, b = a.cpu(), b
+        if a.is_complex():
+            a, b = torch.view_as_real(a), torch.view_as_real(b)
+        torch.testing.assert_close(a, b, equal_nan=True, rtol=0, atol=0)
+
+
 def test_dynamic_true_is_refused():
     with pytest.raises(Exception, match=r"dynamic=True.*use dynamic=None"):
         torch.compile(lambda x: x + 1, backend="tpu", dynamic=True)(torch.ones(3, device="tpu"))

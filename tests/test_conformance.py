@@ -1272,6 +1272,14 @@ def test_complex_pow_by_a_python_scalar_takes_cpus_shortcuts(exponent):
     check(lambda t, e: torch.view_as_real(torch.pow(t, e)), z, torch.tensor(complex(exponent), dtype=torch.complex128))
 
 
+def test_complex_nan_to_num_replaces_each_part():
+    x = torch.tensor([0.0, -0.0, INF, -INF, NAN, 1e-30, -1e30, 2.5])
+    z = torch.complex(x, x.flip(0))
+    for dtype in (torch.complex64, torch.complex128):
+        check(torch.nan_to_num, z.to(dtype))
+        check(lambda t: torch.nan_to_num(t, nan=12.0, posinf=2.0, neginf=-3.0), z.to(dtype))
+
+
 def test_complex_reciprocal_divides_as_cpu():
     # NumPy's scaled division: 1 / (inf + inf i) is NaN, 1 / 0 is inf + i NaN
     vals = [0.0, -0.0, 1.0, -2.5, 1e300, INF, -INF, NAN]

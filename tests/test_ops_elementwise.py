@@ -110,11 +110,6 @@ def test_unary_special_values():
     check(lambda t: torch.nan_to_num(t, nan=1.0, posinf=2.0, neginf=-3.0), x)
     check(lambda t: torch.nan_to_num(t), x.bfloat16())
     check(lambda t: torch.nan_to_num(t), x.half())
-    # complex: the real and imaginary parts are replaced separately
-    z = torch.complex(x, x.flip(0))
-    for dtype in (torch.complex64, torch.complex128):
-        check(torch.nan_to_num, z.to(dtype))
-        check(lambda t: torch.nan_to_num(t, nan=12.0, posinf=2.0, neginf=-3.0), z.to(dtype))
 
 
 def test_erf_gelu_accuracy():

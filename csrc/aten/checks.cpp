@@ -14,7 +14,6 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
-#include <cstring>
 #include <limits>
 #include <unordered_map>
 
@@ -398,14 +397,9 @@ ArgCheck arg_check_for(const std::string& name) {
                                   base_of(name).substr(base_of(name)[0] == '_'), "\" not implemented for '", t, "'");
     };
   // the ranks CPU's pads take: N + 1 or N + 2 dims, only the batch dim may be empty
-  for (const char* kind : {"reflection_pad", "replication_pad"})
-    if (base.rfind(kind, 0) == 0 && base.size() == std::strlen(kind) + 2 && base.back() == 'd') {
-      switch (base[std::strlen(kind)]) {
-        case '1': return check_pad_input<1>;
-        case '2': return check_pad_input<2>;
-        case '3': return check_pad_input<3>;
-      }
-    }
+  if (base == "reflection_pad1d" || base == "replication_pad1d") return check_pad_input<1>;
+  if (base == "reflection_pad2d" || base == "replication_pad2d") return check_pad_input<2>;
+  if (base == "reflection_pad3d" || base == "replication_pad3d") return check_pad_input<3>;
   if (base == "fractional_max_pool3d")  // CPU's and CUDA's kernels check these; the meta kernel does not
     return [](const std::string&, Args args) {
       const at::Tensor &x = args[0].toTensor(), &samples = args[3].toTensor();
